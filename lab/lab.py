@@ -1,0 +1,373 @@
+#!/usr/bin/env python3
+"""rackforge lab: podman containers (Debian 12, systemd as PID 1, sshd) posing as GPU nodes.
+
+    lab.py up [--nodes N] [--profile P] [--node-profile NAME=P ...] [--fault NAME:KIND[:k=v,...] ...]
+    lab.py down              remove every container, network, image and file the lab created
+    lab.py reboot NAME       restart a node's container: /run is a tmpfs, so the simulated GPU and
+                             NIC runtime state is lost exactly as on a reboot
+    lab.py exec NAME CMD...  run a command in a node (tests use it to read simulator state)
+    lab.py fault NAME KIND [k=v ...] | lab.py fault NAME clear
+
+What is real: the OS, systemd, sshd, apt, files, namespaced sysctls. What is simulated: the
+GPU/NIC hardware and driver tools (lab/hwsim), the vendor packages (lab/mirror). Traffic stays on
+loopback (SSH on 127.0.0.1 ports) and the lab's own podman network; the nodes' apt sources name
+only the lab mirror. Uses only the Python standard library (runs before the venv exists).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+STATE = os.path.join(HERE, ".state")
+INVENTORY = os.path.join(ROOT, "inventories", "lab")
+PREFIX = "rackforge-lab"
+NETWORK = PREFIX
+SUBNET = "10.89.77.0/24"
+MIRROR_IP = "10.89.77.2"
+CP_IP = "10.89.77.10"
+SSH_BASE_PORT = int(os.environ.get("RACKFORGE_LAB_SSH_PORT", "2230"))
+LABEL = "io.rackforge.lab=1"
+RUN_FLAGS = [
+    "--runtime", "runc",
+    "--systemd=always",
+    "--ulimit", "nofile=4096:4096",
+    "--ulimit", "nproc=4096:4096",
+    "--label", LABEL,
+    "--cap-add", "NET_ADMIN",
+]
+NIC_TOOLS = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids")
+
+
+def sh(cmd, check=True, capture=True, inp=None):
+    res = subprocess.run(cmd, check=False, text=True, input=inp,
+                         stdout=subprocess.PIPE if capture else None,
+                         stderr=subprocess.PIPE if capture else None)
+    if check and res.returncode != 0:
+        sys.stderr.write("lab: command failed (%d): %s\n%s%s" % (
+            res.returncode, " ".join(cmd), res.stdout or "", res.stderr or ""))
+        sys.exit(1)
+    return res
+
+
+def podman(*args, **kw):
+    return sh(["podman", *args], **kw)
+
+
+def exists(kind, name):
+    return podman(kind, "exists", name, check=False).returncode == 0
+
+
+def profiles():
+    pdir = os.path.join(HERE, "hwsim", "profiles")
+    return {f[:-5]: json.load(open(os.path.join(pdir, f))) for f in sorted(os.listdir(pdir)) if f.endswith(".json")}
+
+
+def ssh_key():
+    key = os.path.join(STATE, "id_ed25519")
+    if not os.path.exists(key):
+        os.makedirs(STATE, exist_ok=True)
+        sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rackforge-lab", "-f", key])
+    return key
+
+
+def wait_running(name, timeout=90):
+    deadline = time.time() + timeout
+    state = ""
+    while time.time() < deadline:
+        res = podman("exec", name, "systemctl", "is-system-running", check=False)
+        state = res.stdout.strip()
+        if state in ("running", "degraded"):
+            return state
+        time.sleep(1)
+    sys.stderr.write("lab: %s did not reach systemd 'running' within %ds (last: %r)\n" % (name, timeout, state))
+    sys.exit(1)
+
+
+HWSIM_BOOT_UNIT = """[Unit]
+Description=rackforge lab hardware simulator: boot (SIMULATION: resets volatile GPU/NIC state, loads the installed driver)
+DefaultDependencies=no
+After=local-fs.target
+Before=sysinit.target network-pre.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/hwsim boot
+
+[Install]
+WantedBy=sysinit.target
+"""
+
+
+def install_node(name, index, profile_name, pub):
+    """Copy the simulator into a node, initialise its hardware, key and apt sources."""
+    podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/local/sbin/hwsim" % name)
+    prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
+    podman("cp", prof, "%s:/tmp/profile.json" % name)
+    links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS)
+    script = f"""set -e
+chmod 0755 /usr/local/sbin/hwsim
+mkdir -p /usr/lib/hwsim && ln -sf /usr/local/sbin/hwsim /usr/lib/hwsim/hwsim
+{links}
+cat > /etc/systemd/system/hwsim-boot.service <<'UNIT'
+{HWSIM_BOOT_UNIT}UNIT
+systemctl daemon-reload
+systemctl enable -q hwsim-boot.service
+/usr/local/sbin/hwsim init /tmp/profile.json --seed {name} --index {index}
+rm -f /tmp/profile.json
+install -d -m 0700 /root/.ssh
+printf '%s\\n' '{pub}' > /root/.ssh/authorized_keys
+chmod 0600 /root/.ssh/authorized_keys
+# no package source outside the lab: the roles add the lab mirror (signed) as the vendor repo
+rm -f /etc/apt/sources.list.d/*
+: > /etc/apt/sources.list
+"""
+    podman("exec", "-i", name, "bash", "-s", inp=script)
+
+
+def start_mirror():
+    mirror_dir = os.path.join(STATE, "mirror")
+    sh([sys.executable, os.path.join(HERE, "mirror", "build.py"), mirror_dir], capture=False)
+    name = PREFIX + "-mirror"
+    if not exists("container", name):
+        podman("run", "-d", "--name", name, "--hostname", "mirror", "--runtime", "runc", "--label", LABEL,
+               "--network", NETWORK, "--ip", MIRROR_IP, "-v", "%s:/srv/mirror:ro" % mirror_dir,
+               "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
+               image(), "python3", "-m", "http.server", "80", "--directory", "/srv/mirror")
+    else:
+        podman("start", name)
+
+
+_IMAGE = []
+
+
+def image():
+    if not _IMAGE:
+        _IMAGE.append(sh(["bash", os.path.join(HERE, "build-image.sh")], capture=True).stdout.strip().splitlines()[-1])
+    return _IMAGE[0]
+
+
+def parse_fault(text):
+    """'lab-node1:nvlink_inactive:gpu=3,links=4+5' -> ('lab-node1', ['nvlink_inactive', 'gpu=3', 'links=4,5'])"""
+    parts = text.split(":")
+    if len(parts) < 2:
+        sys.exit("lab: --fault wants NODE:KIND[:key=value,...], got %r" % text)
+    args = [parts[1]]
+    if len(parts) > 2:
+        args += [kv.replace("+", ",") for kv in parts[2].split(",") if kv]
+    return parts[0], args
+
+
+def cmd_up(opts):
+    all_profiles = profiles()
+    node_profiles = {}
+    for i in range(1, opts.nodes + 1):
+        node_profiles["lab-node%d" % i] = opts.profile
+    for item in opts.node_profile or []:
+        name, _, prof = item.partition("=")
+        node_profiles[name] = prof
+    for name, prof in node_profiles.items():
+        if prof not in all_profiles:
+            sys.exit("lab: node %s: unknown profile %r; known: %s" % (name, prof, ", ".join(all_profiles)))
+    faults = [parse_fault(f) for f in opts.fault or []]
+    for name, _args in faults:
+        if name not in node_profiles:
+            sys.exit("lab: --fault names %r, which is not a lab node (%s)" % (name, ", ".join(node_profiles)))
+    key = ssh_key()
+    pub = open(key + ".pub").read().strip()
+    if not exists("network", NETWORK):
+        podman("network", "create", "--subnet", SUBNET, "--label", LABEL, NETWORK)
+    start_mirror()
+    hosts = {}
+    members = [("lab-cp1", CP_IP, None)] if opts.control_plane else []
+    members += [(name, "10.89.77.%d" % (10 + i), prof) for i, (name, prof) in enumerate(node_profiles.items(), start=1)]
+    for idx, (name, ip, prof) in enumerate(members):
+        cname = "%s-%s" % (PREFIX, name)
+        port = SSH_BASE_PORT + idx
+        fresh = not exists("container", cname)
+        if fresh:
+            podman("run", "-d", "--name", cname, "--hostname", name, "--network", NETWORK, "--ip", ip,
+                   "-p", "127.0.0.1:%d:22" % port, *RUN_FLAGS, image())
+        else:
+            podman("start", cname)
+        wait_running(cname)
+        if fresh:
+            install_node(cname, idx, prof or "none", pub) if prof else install_plain(cname, pub)
+            for node_name, args in faults:
+                if node_name == name:
+                    podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
+        hosts[name] = {"port": port, "ip": ip, "profile": prof, "container": cname}
+    write_inventory(hosts, key, all_profiles)
+    with open(os.path.join(STATE, "lab.json"), "w") as fh:
+        json.dump(hosts, fh, indent=1)
+    for name, h in hosts.items():
+        print("lab: %-10s %-14s ssh 127.0.0.1:%d  profile %s" % (name, h["ip"], h["port"], h["profile"] or "control-plane"))
+
+
+def install_plain(cname, pub):
+    script = f"""set -e
+install -d -m 0700 /root/.ssh
+printf '%s\\n' '{pub}' > /root/.ssh/authorized_keys
+chmod 0600 /root/.ssh/authorized_keys
+rm -f /etc/apt/sources.list.d/*
+: > /etc/apt/sources.list
+"""
+    podman("exec", "-i", cname, "bash", "-s", inp=script)
+
+
+def _yaml(value, indent=0):
+    """Tiny YAML emitter for the inventory (dicts, lists, scalars); keeps lab.py stdlib-only."""
+    pad = " " * indent
+    lines = []
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if isinstance(v, (dict, list)) and v:
+                lines.append("%s%s:" % (pad, k))
+                lines.append(_yaml(v, indent + 2))
+            else:
+                lines.append("%s%s: %s" % (pad, k, json.dumps(v) if not isinstance(v, (dict, list)) else ("{}" if isinstance(v, dict) else "[]")))
+    elif isinstance(value, list):
+        for v in value:
+            if isinstance(v, (dict, list)):
+                inner = _yaml(v, indent + 2).lstrip()
+                lines.append("%s- %s" % (pad, inner))
+            else:
+                lines.append("%s- %s" % (pad, json.dumps(v)))
+    return "\n".join(lines)
+
+
+def hardware_expectations(prof):
+    """What the inventory expects of a profile (the operator's view, not the simulator's)."""
+    g = prof["gpu"]
+    rdma = [n for n in prof["nics"] if n["role"] == "rdma"]
+    mgmt = [n["netdev"] for n in prof["nics"] if n["role"] == "management"]
+    return {
+        "gpu_count": g["count"],
+        "gpu_pci_ids": ["%s:%s" % (g["pci_vendor"][2:], g["pci_device"][2:])],
+        "gpu_model": g["name"],
+        "nvswitch": bool(prof.get("nvswitch", {}).get("count")),
+        "nvlinks_per_gpu": g["nvlink"]["links"],
+        "nvlink_speed_gbps": g["nvlink"]["speed_gbps"],
+        "rdma_nic_count": len(rdma),
+        "rdma_nic_pci_ids": sorted({"%s:%s" % (n["pci_vendor"][2:], n["pci_device"][2:]) for n in rdma}),
+        "rdma_link_layer": "Ethernet",
+        "rdma_rate_gbps": rdma[0]["rate"] if rdma else 0,
+        "management_interfaces": mgmt,
+    }
+
+
+def write_inventory(hosts, key, all_profiles):
+    os.makedirs(os.path.join(INVENTORY, "group_vars", "all"), exist_ok=True)
+    gpu_hosts = {}
+    cp_hosts = {}
+    for name, h in hosts.items():
+        entry = {"ansible_port": h["port"], "rackforge_lab_ip": h["ip"]}
+        if h["profile"]:
+            entry["rackforge_hw_profile"] = h["profile"]
+            gpu_hosts[name] = entry
+        else:
+            cp_hosts[name] = entry
+    inv = {"all": {"children": {"gpu_nodes": {"hosts": gpu_hosts}}}}
+    if cp_hosts:
+        inv["all"]["children"]["kube_control_plane"] = {"hosts": cp_hosts}
+    header = "---\n# Written by lab/lab.py from the containers it started. Never hand-edited.\n"
+    with open(os.path.join(INVENTORY, "hosts.yml"), "w") as fh:
+        fh.write(header + _yaml(inv) + "\n")
+    lab_vars = {
+        "ansible_host": "127.0.0.1",
+        "ansible_user": "root",
+        "ansible_ssh_private_key_file": key,
+        # the lab's throwaway containers get new host keys on every start: only here is checking off
+        "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+        "rackforge_lab": True,
+        "rackforge_sysfs_root": "/var/lib/hwsim/sys",
+        "rackforge_lab_mirror": "http://%s" % MIRROR_IP,
+        "rackforge_lab_mirror_key_sha256": sha256_file(os.path.join(STATE, "mirror", "rackforge-lab.asc")),
+        "rackforge_hardware_profiles": {n: hardware_expectations(p) for n, p in all_profiles.items()},
+    }
+    with open(os.path.join(INVENTORY, "group_vars", "all", "lab.yml"), "w") as fh:
+        fh.write(header + _yaml(lab_vars) + "\n")
+    src = os.path.join(HERE, "inventory_vars")
+    for fname in sorted(os.listdir(src)):
+        with open(os.path.join(src, fname)) as fin, open(os.path.join(INVENTORY, "group_vars", "all", fname), "w") as fout:
+            fout.write(fin.read())
+
+
+def sha256_file(path):
+    import hashlib
+
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+def cmd_down(_opts):
+    for cid in podman("ps", "-aq", "--filter", "label=" + LABEL).stdout.split():
+        podman("rm", "-f", "-t", "2", cid, check=False)
+    if exists("network", NETWORK):
+        podman("network", "rm", "-f", NETWORK, check=False)
+    for img in podman("images", "--format", "{{.Repository}}:{{.Tag}}").stdout.split():
+        if img.startswith("localhost/%s:" % PREFIX):
+            podman("rmi", "-f", img, check=False)
+    sh(["rm", "-rf", STATE], check=False)
+    for entry in os.listdir(INVENTORY) if os.path.isdir(INVENTORY) else []:
+        if entry != "README.md":
+            sh(["rm", "-rf", os.path.join(INVENTORY, entry)], check=False)
+    print("lab: removed containers, network %s, images localhost/%s:*, %s" % (NETWORK, PREFIX, STATE))
+
+
+def container(name):
+    return name if name.startswith(PREFIX) else "%s-%s" % (PREFIX, name)
+
+
+def cmd_reboot(opts):
+    cname = container(opts.name)
+    podman("restart", "-t", "5", cname)
+    wait_running(cname)
+    print("lab: %s rebooted (simulated: container restart, /run cleared)" % opts.name)
+
+
+def cmd_exec(opts):
+    res = podman("exec", container(opts.name), *opts.cmd, check=False, capture=False)
+    return res.returncode
+
+
+def cmd_fault(opts):
+    if opts.kind == "clear":
+        args = ["fault", "clear"]
+    else:
+        args = ["fault", "add", opts.kind, *opts.args]
+    return podman("exec", container(opts.name), "/usr/local/sbin/hwsim", *args, check=False, capture=False).returncode
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    up = sub.add_parser("up")
+    up.add_argument("--nodes", type=int, default=3)
+    up.add_argument("--profile", default="hgx-h100-8gpu")
+    up.add_argument("--node-profile", action="append", help="NAME=PROFILE")
+    up.add_argument("--fault", action="append", help="NODE:KIND[:key=value,...] ('+' separates list items)")
+    up.add_argument("--control-plane", type=int, default=1, choices=(0, 1))
+    sub.add_parser("down")
+    rb = sub.add_parser("reboot")
+    rb.add_argument("name")
+    ex = sub.add_parser("exec")
+    ex.add_argument("name")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER)
+    fa = sub.add_parser("fault")
+    fa.add_argument("name")
+    fa.add_argument("kind")
+    fa.add_argument("args", nargs="*")
+    opts = parser.parse_args()
+    return {"up": cmd_up, "down": cmd_down, "reboot": cmd_reboot, "exec": cmd_exec, "fault": cmd_fault}[opts.cmd](opts) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

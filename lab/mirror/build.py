@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Build the lab package mirror: a signed apt repository of SIMULATED vendor packages.
+
+The packages carry no driver: they install small shims that call the lab's hardware simulator
+(lab/hwsim), plus the systemd units and version files the real packages ship, so the roles'
+install paths (repo + key, pinned version, hold, services) run for real against a mirror,
+exactly as an air-gapped site points them at its internal mirror. Stdlib + dpkg-deb + gpg.
+
+    build.py OUTDIR     (cached: rebuilt only when this file changes)
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+DRIVER_VERSIONS = ("550.127.05", "550.144.03")
+TOOLKIT_VERSION = "1.17.3"
+SIM = "SIMULATED package for the rackforge lab (hwsim): no driver, no hardware access."
+
+SHIM = "#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} \"$@\"\n"
+
+PERSISTENCED = """#!/bin/sh
+# SIMULATED nvidia-persistenced: keeps the simulated GPUs in persistence mode while running
+/usr/lib/hwsim/hwsim nvidia-smi -pm 1 >/dev/null || exit 1
+exec sleep infinity
+"""
+
+PERSISTENCED_UNIT = """[Unit]
+Description=NVIDIA Persistence Daemon (SIMULATED, rackforge lab)
+Wants=syslog.target
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nvidia-persistenced
+ExecStopPost=-/usr/lib/hwsim/hwsim nvidia-smi -pm 0
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+FABRICMANAGER = """#!/bin/sh
+# SIMULATED nv-fabricmanager: trains the simulated NVSwitch fabric, refuses a driver mismatch
+/usr/lib/hwsim/hwsim hwsim fabricmanager start || exit 1
+exec sleep infinity
+"""
+
+FABRICMANAGER_UNIT = """[Unit]
+Description=NVIDIA fabric manager service (SIMULATED, rackforge lab)
+After=network-online.target nvidia-persistenced.service
+
+[Service]
+Type=simple
+ExecStart=/usr/bin/nv-fabricmanager
+ExecStopPost=-/usr/lib/hwsim/hwsim hwsim fabricmanager stop
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+CTK = """#!/bin/sh
+# SIMULATED nvidia-ctk: version only (configuring containerd belongs to the container_runtime role)
+case "$1" in
+  --version|-v) echo "NVIDIA Container Toolkit CLI version %s (SIMULATED)";;
+  *) echo "nvidia-ctk (SIMULATED): only --version is available in the lab" >&2; exit 1;;
+esac
+""" % TOOLKIT_VERSION
+
+
+def packages():
+    pkgs = []
+    for v in DRIVER_VERSIONS:
+        branch = v.split(".")[0]
+        pkgs.append({
+            "Package": "nvidia-driver-%s" % branch, "Version": "%s-1" % v,
+            "Description": "NVIDIA driver metapackage %s\n %s" % (v, SIM),
+            "files": {
+                "usr/lib/hwsim/driver-version": v + "\n",
+                "usr/bin/nvidia-smi": SHIM.format(tool="nvidia-smi"),
+                "usr/bin/nvidia-persistenced": PERSISTENCED,
+                "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
+            },
+            "postinst": "#!/bin/sh\nset -e\n/usr/lib/hwsim/hwsim hwsim load-driver || true\n"
+                        "systemctl daemon-reload >/dev/null 2>&1 || true\n",
+        })
+        pkgs.append({
+            "Package": "nvidia-fabricmanager-%s" % branch, "Version": "%s-1" % v,
+            "Description": "NVIDIA fabric manager %s\n %s" % (v, SIM),
+            "files": {
+                "usr/lib/hwsim/fabricmanager-version": v + "\n",
+                "usr/bin/nv-fabricmanager": FABRICMANAGER,
+                "lib/systemd/system/nvidia-fabricmanager.service": FABRICMANAGER_UNIT,
+            },
+            "postinst": "#!/bin/sh\nsystemctl daemon-reload >/dev/null 2>&1 || true\n",
+        })
+    pkgs.append({
+        "Package": "nvidia-container-toolkit", "Version": "%s-1" % TOOLKIT_VERSION,
+        "Description": "NVIDIA container toolkit\n %s" % SIM,
+        "files": {"usr/bin/nvidia-ctk": CTK},
+        "postinst": None,
+    })
+    return pkgs
+
+
+def build_deb(pkg, pool):
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "DEBIAN"))
+        for rel, content in pkg["files"].items():
+            path = os.path.join(tmp, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as fh:
+                fh.write(content)
+            os.chmod(path, 0o755 if "/bin/" in "/" + rel else 0o644)
+        control = [
+            "Package: %s" % pkg["Package"], "Version: %s" % pkg["Version"], "Architecture: all",
+            "Maintainer: rackforge lab <lab@rackforge.invalid>", "Section: non-free/libs", "Priority: optional",
+            "Description: %s" % pkg["Description"],
+        ]
+        with open(os.path.join(tmp, "DEBIAN", "control"), "w") as fh:
+            fh.write("\n".join(control) + "\n")
+        if pkg["postinst"]:
+            path = os.path.join(tmp, "DEBIAN", "postinst")
+            with open(path, "w") as fh:
+                fh.write(pkg["postinst"])
+            os.chmod(path, 0o755)
+        out = os.path.join(pool, "%s_%s_all.deb" % (pkg["Package"], pkg["Version"]))
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", tmp, out],
+                       check=True, stdout=subprocess.DEVNULL)
+        return out
+
+
+def digest(path, algo):
+    h = hashlib.new(algo)
+    with open(path, "rb") as fh:
+        h.update(fh.read())
+    return h.hexdigest()
+
+
+def gpg(home, *args, **kw):
+    return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", home, *args], check=True, **kw)
+
+
+def main():
+    out = os.path.abspath(sys.argv[1])
+    stamp = os.path.join(out, ".stamp")
+    me = digest(__file__, "sha256")
+    if os.path.exists(stamp) and open(stamp).read().strip() == me:
+        return 0
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    repo = os.path.join(out, "vendor")
+    pool = os.path.join(repo, "pool", "main")
+    bindir = os.path.join(repo, "dists", "bookworm", "main", "binary-amd64")
+    os.makedirs(pool)
+    os.makedirs(bindir)
+    entries = []
+    for pkg in packages():
+        deb = build_deb(pkg, pool)
+        control = subprocess.run(["dpkg-deb", "-f", deb], check=True, capture_output=True, text=True).stdout.rstrip("\n")
+        entries.append("%s\nFilename: %s\nSize: %d\nMD5sum: %s\nSHA256: %s\n" % (
+            control, os.path.relpath(deb, repo), os.path.getsize(deb), digest(deb, "md5"), digest(deb, "sha256")))
+    packages_path = os.path.join(bindir, "Packages")
+    with open(packages_path, "w") as fh:
+        fh.write("\n".join(entries))
+    with open(packages_path, "rb") as fin, gzip.open(packages_path + ".gz", "wb") as fout:
+        fout.write(fin.read())
+    dist = os.path.join(repo, "dists", "bookworm")
+    lines = ["Origin: rackforge-lab", "Label: rackforge lab mirror (SIMULATED vendor packages)", "Suite: bookworm",
+             "Codename: bookworm", "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
+             "Architectures: amd64 all", "Components: main", "SHA256:"]
+    for rel in ("main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"):
+        path = os.path.join(dist, rel)
+        lines.append(" %s %d %s" % (digest(path, "sha256"), os.path.getsize(path), rel))
+    with open(os.path.join(dist, "Release"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    home = os.path.join(os.path.dirname(out), "gnupg")
+    if not os.path.isdir(home):
+        os.makedirs(home, mode=0o700)
+        gpg(home, "--passphrase", "", "--quick-generate-key", "rackforge lab mirror <lab@rackforge.invalid>",
+            "ed25519", "sign", "never")
+    gpg(home, "--yes", "--clearsign", "-o", os.path.join(dist, "InRelease"), os.path.join(dist, "Release"))
+    gpg(home, "--yes", "-abs", "-o", os.path.join(dist, "Release.gpg"), os.path.join(dist, "Release"))
+    with open(os.path.join(out, "rackforge-lab.asc"), "w") as fh:
+        gpg(home, "--armor", "--export", stdout=fh)
+    with open(stamp, "w") as fh:
+        fh.write(me + "\n")
+    print("mirror: %d simulated packages in %s" % (len(entries), repo))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

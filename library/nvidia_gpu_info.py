@@ -1,0 +1,93 @@
+#!/usr/bin/python
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: nvidia_gpu_info
+short_description: Read NVIDIA driver, GPU and NVSwitch fabric facts from nvidia-smi
+description:
+  - Read-only. Runs C(nvidia-smi -q -x) (XML, robust to layout changes) and C(nvidia-smi -q) for the
+    fabric section (which older XML schemas lack), and parses both with module_utils/rackforge.
+  - Works on a host without a driver (C(present=false)) and reports a loaded-but-mismatched driver
+    (C(reboot_required=true)) instead of failing.
+options:
+  nvidia_smi:
+    description: Path or name of nvidia-smi.
+    type: str
+    default: nvidia-smi
+author: rackforge
+"""
+
+EXAMPLES = r"""
+- name: Read GPU facts
+  nvidia_gpu_info:
+  register: gpu_info
+"""
+
+RETURN = r"""
+present:
+  description: nvidia-smi is installed.
+  returned: always
+  type: bool
+driver_loaded:
+  description: nvidia-smi could talk to a loaded driver.
+  returned: always
+  type: bool
+reboot_required:
+  description: The installed user-space library and the loaded kernel module differ (driver/library version mismatch).
+  returned: always
+  type: bool
+error:
+  description: nvidia-smi's own message when it failed, else null.
+  returned: always
+  type: str
+driver_version:
+  description: Loaded driver version.
+  returned: when driver_loaded
+  type: str
+gpus:
+  description: Per GPU facts (index, name, uuid, bus_id, persistence_mode, clocks, power, supported_clocks, fabric).
+  returned: always
+  type: list
+  elements: dict
+fabric:
+  description: Fabric state per GPU as printed by nvidia-smi -q (state, status, clique_id, cluster_uuid, health_summary).
+  returned: always
+  type: list
+  elements: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_xml
+
+C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+
+
+def main():
+    module = AnsibleModule(argument_spec={"nvidia_smi": {"type": "str", "default": "nvidia-smi"}}, supports_check_mode=True)
+    result = {"changed": False, "present": False, "driver_loaded": False, "reboot_required": False, "error": None, "gpus": [], "fabric": []}
+    binary = module.get_bin_path(module.params["nvidia_smi"], opt_dirs=["/usr/bin", "/usr/local/bin"])
+    if not binary:
+        module.exit_json(**result)
+    result["present"] = True
+    rc, out, err = module.run_command([binary, "-q", "-x"], environ_update=C_ENV)
+    if rc != 0:
+        message = (out + err).strip()
+        result["error"] = message
+        result["reboot_required"] = "version mismatch" in message.lower()
+        module.exit_json(**result)
+    try:
+        parsed = parse_query_xml(out)
+        rc2, text, err2 = module.run_command([binary, "-q"], environ_update=C_ENV)
+        if rc2 != 0:
+            module.fail_json(msg="nvidia-smi -q failed after -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
+        result["fabric"] = parse_fabric(text)
+    except ParseError as exc:
+        module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, stdout=out)
+    for gpu in parsed["gpus"]:
+        gpu["supported_clocks"] = {str(k): v for k, v in gpu["supported_clocks"].items()}
+    result.update(driver_loaded=True, driver_version=parsed["driver_version"], cuda_version=parsed["cuda_version"], gpus=parsed["gpus"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,125 @@
+#!/usr/bin/python
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: nvlink_health
+short_description: Check NVLink links, speeds, error counters, topology and the NVSwitch fabric (read-only)
+description:
+  - Runs C(nvidia-smi nvlink -s), C(nvlink -e), C(topo -m) and C(-q) and compares them with the
+    expected links per GPU, link speed and fabric state. Safe in check mode; changes nothing.
+options:
+  expected_links:
+    description: Active NVLinks each GPU must have; 0 means no NVLink is expected. Omit to use the model table.
+    type: int
+  expected_speed_gbps:
+    description: Per-link speed in GB/s as nvidia-smi prints it; omit to use the model table.
+    type: float
+  expected_gpus:
+    description: Number of GPUs nvidia-smi must list.
+    type: int
+  nvswitch:
+    description: The system has NVSwitches; the fabric must be Completed/Success and fabric manager active.
+    type: bool
+    default: false
+  check_topology:
+    description: Require C(topo -m) to show NV<expected_links> between every GPU pair (NVSwitch systems).
+    type: bool
+    default: false
+  baseline:
+    description: NVLink error counters from an earlier healthy run, {uuid -> {link -> {replay, recovery, crc}}}.
+    type: dict
+    default: {}
+author: rackforge
+"""
+
+EXAMPLES = r"""
+- name: Check NVLink on an HGX H100
+  nvlink_health:
+    expected_links: 18
+    expected_speed_gbps: 26.562
+    nvswitch: true
+"""
+
+RETURN = r"""
+healthy:
+  description: No findings.
+  returned: always
+  type: bool
+findings:
+  description: Findings naming GPU and link (check, component, expected, observed, message).
+  returned: always
+  type: list
+  elements: dict
+gpus:
+  description: Per GPU index, name, uuid, active and expected link counts.
+  returned: always
+  type: list
+  elements: dict
+counters:
+  description: NVLink error counters now (use as the next baseline).
+  returned: always
+  type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, model_expectation
+from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_nvlink_errors, parse_nvlink_status, parse_topo_m
+
+C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
+
+
+def run(module, binary, *args):
+    rc, out, err = module.run_command([binary, *args], environ_update=C_ENV)
+    if rc != 0:
+        module.fail_json(msg="nvidia-smi %s failed: %s" % (" ".join(args), (out + err).strip()), rc=rc, stdout=out, stderr=err)
+    return out
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "expected_links": {"type": "int"},
+            "expected_speed_gbps": {"type": "float"},
+            "expected_gpus": {"type": "int"},
+            "nvswitch": {"type": "bool", "default": False},
+            "check_topology": {"type": "bool", "default": False},
+            "baseline": {"type": "dict", "default": {}},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    binary = module.get_bin_path("nvidia-smi", required=True)
+    try:
+        status = parse_nvlink_status(run(module, binary, "nvlink", "-s"))
+        errors = parse_nvlink_errors(run(module, binary, "nvlink", "-e"))
+        topo = parse_topo_m(run(module, binary, "topo", "-m")) if p["check_topology"] else None
+        fabric = parse_fabric(run(module, binary, "-q")) if p["nvswitch"] else []
+    except ParseError as exc:
+        module.fail_json(msg="could not parse nvidia-smi output: %s" % exc)
+    links, speed = p["expected_links"], p["expected_speed_gbps"]
+    if (links is None or speed is None) and status:
+        model = model_expectation(status[0]["name"]) or (0, 0.0)
+        links = model[0] if links is None else links
+        speed = model[1] if speed is None else speed
+    findings = []
+    if p["expected_gpus"] is not None and len(status) != p["expected_gpus"]:
+        findings.append({"check": "gpu_count", "component": "GPUs", "expected": p["expected_gpus"], "observed": len(status),
+                         "message": "nvidia-smi lists %d GPUs, expected %d" % (len(status), p["expected_gpus"])})
+    findings += evaluate_nvlink(status, links or 0, speed, errors=errors, baseline=p["baseline"], topo=topo)
+    if p["nvswitch"]:
+        systemctl = module.get_bin_path("systemctl")
+        rc = module.run_command([systemctl, "is-active", "--quiet", "nvidia-fabricmanager"])[0] if systemctl else 1
+        findings += evaluate_fabric(fabric, rc == 0)
+    gpus = [
+        {"index": g["index"], "name": g["name"], "uuid": g["uuid"], "expected_links": links or 0,
+         "active_links": len([s for s in g["links"].values() if s is not None]),
+         "inactive_links": sorted(k for k, s in g["links"].items() if s is None), "all_inactive": g["all_inactive"]}
+        for g in status
+    ]
+    counters = {g["uuid"]: {str(k): v for k, v in g["links"].items()} for g in errors}
+    module.exit_json(changed=False, healthy=not findings, findings=findings, gpus=gpus, counters=counters,
+                     fabric=fabric)
+
+
+if __name__ == "__main__":
+    main()
