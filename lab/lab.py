@@ -35,23 +35,27 @@ CP_IP = "10.89.77.10"
 SSH_BASE_PORT = int(os.environ.get("RACKFORGE_LAB_SSH_PORT", "2230"))
 LABEL = "io.rackforge.lab=1"
 RUN_FLAGS = [
-    "--runtime", "runc",
+    "--runtime",
+    "runc",
     "--systemd=always",
-    "--ulimit", "nofile=4096:4096",
-    "--ulimit", "nproc=4096:4096",
-    "--label", LABEL,
-    "--cap-add", "NET_ADMIN",
+    "--ulimit",
+    "nofile=4096:4096",
+    "--ulimit",
+    "nproc=4096:4096",
+    "--label",
+    LABEL,
+    "--cap-add",
+    "NET_ADMIN",
 ]
 NIC_TOOLS = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids")
 
 
 def sh(cmd, check=True, capture=True, inp=None):
-    res = subprocess.run(cmd, check=False, text=True, input=inp,
-                         stdout=subprocess.PIPE if capture else None,
-                         stderr=subprocess.PIPE if capture else None)
+    res = subprocess.run(
+        cmd, check=False, text=True, input=inp, stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None
+    )
     if check and res.returncode != 0:
-        sys.stderr.write("lab: command failed (%d): %s\n%s%s" % (
-            res.returncode, " ".join(cmd), res.stdout or "", res.stderr or ""))
+        sys.stderr.write("lab: command failed (%d): %s\n%s%s" % (res.returncode, " ".join(cmd), res.stdout or "", res.stderr or ""))
         sys.exit(1)
     return res
 
@@ -137,10 +141,35 @@ def start_mirror():
     sh([sys.executable, os.path.join(HERE, "mirror", "build.py"), mirror_dir], capture=False)
     name = PREFIX + "-mirror"
     if not exists("container", name):
-        podman("run", "-d", "--name", name, "--hostname", "mirror", "--runtime", "runc", "--label", LABEL,
-               "--network", NETWORK, "--ip", MIRROR_IP, "-v", "%s:/srv/mirror:ro" % mirror_dir,
-               "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096",
-               image(), "python3", "-m", "http.server", "80", "--directory", "/srv/mirror")
+        podman(
+            "run",
+            "-d",
+            "--name",
+            name,
+            "--hostname",
+            "mirror",
+            "--runtime",
+            "runc",
+            "--label",
+            LABEL,
+            "--network",
+            NETWORK,
+            "--ip",
+            MIRROR_IP,
+            "-v",
+            "%s:/srv/mirror:ro" % mirror_dir,
+            "--ulimit",
+            "nofile=4096:4096",
+            "--ulimit",
+            "nproc=4096:4096",
+            image(),
+            "python3",
+            "-m",
+            "http.server",
+            "80",
+            "--directory",
+            "/srv/mirror",
+        )
     else:
         podman("start", name)
 
@@ -193,8 +222,22 @@ def cmd_up(opts):
         port = SSH_BASE_PORT + idx
         fresh = not exists("container", cname)
         if fresh:
-            podman("run", "-d", "--name", cname, "--hostname", name, "--network", NETWORK, "--ip", ip,
-                   "-p", "127.0.0.1:%d:22" % port, *RUN_FLAGS, image())
+            podman(
+                "run",
+                "-d",
+                "--name",
+                cname,
+                "--hostname",
+                name,
+                "--network",
+                NETWORK,
+                "--ip",
+                ip,
+                "-p",
+                "127.0.0.1:%d:22" % port,
+                *RUN_FLAGS,
+                image(),
+            )
         else:
             podman("start", cname)
         wait_running(cname)
@@ -232,7 +275,9 @@ def _yaml(value, indent=0):
                 lines.append("%s%s:" % (pad, k))
                 lines.append(_yaml(v, indent + 2))
             else:
-                lines.append("%s%s: %s" % (pad, k, json.dumps(v) if not isinstance(v, (dict, list)) else ("{}" if isinstance(v, dict) else "[]")))
+                lines.append(
+                    "%s%s: %s" % (pad, k, json.dumps(v) if not isinstance(v, (dict, list)) else ("{}" if isinstance(v, dict) else "[]"))
+                )
     elif isinstance(value, list):
         for v in value:
             if isinstance(v, (dict, list)):

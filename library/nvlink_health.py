@@ -103,22 +103,34 @@ def main():
         speed = model[1] if speed is None else speed
     findings = []
     if p["expected_gpus"] is not None and len(status) != p["expected_gpus"]:
-        findings.append({"check": "gpu_count", "component": "GPUs", "expected": p["expected_gpus"], "observed": len(status),
-                         "message": "nvidia-smi lists %d GPUs, expected %d" % (len(status), p["expected_gpus"])})
+        findings.append(
+            {
+                "check": "gpu_count",
+                "component": "GPUs",
+                "expected": p["expected_gpus"],
+                "observed": len(status),
+                "message": "nvidia-smi lists %d GPUs, expected %d" % (len(status), p["expected_gpus"]),
+            }
+        )
     findings += evaluate_nvlink(status, links or 0, speed, errors=errors, baseline=p["baseline"], topo=topo)
     if p["nvswitch"]:
         systemctl = module.get_bin_path("systemctl")
         rc = module.run_command([systemctl, "is-active", "--quiet", "nvidia-fabricmanager"])[0] if systemctl else 1
         findings += evaluate_fabric(fabric, rc == 0)
     gpus = [
-        {"index": g["index"], "name": g["name"], "uuid": g["uuid"], "expected_links": links or 0,
-         "active_links": len([s for s in g["links"].values() if s is not None]),
-         "inactive_links": sorted(k for k, s in g["links"].items() if s is None), "all_inactive": g["all_inactive"]}
+        {
+            "index": g["index"],
+            "name": g["name"],
+            "uuid": g["uuid"],
+            "expected_links": links or 0,
+            "active_links": len([s for s in g["links"].values() if s is not None]),
+            "inactive_links": sorted(k for k, s in g["links"].items() if s is None),
+            "all_inactive": g["all_inactive"],
+        }
         for g in status
     ]
     counters = {g["uuid"]: {str(k): v for k, v in g["links"].items()} for g in errors}
-    module.exit_json(changed=False, healthy=not findings, findings=findings, gpus=gpus, counters=counters,
-                     fabric=fabric)
+    module.exit_json(changed=False, healthy=not findings, findings=findings, gpus=gpus, counters=counters, fabric=fabric)
 
 
 if __name__ == "__main__":

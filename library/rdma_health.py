@@ -74,7 +74,14 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge.health import evaluate_rdma
-from ansible.module_utils.rackforge.rdma import ParseError, parse_ethtool_stats, parse_ibstat, parse_ibv_devinfo, parse_show_gids, pfc_enabled_priorities
+from ansible.module_utils.rackforge.rdma import (
+    ParseError,
+    parse_ethtool_stats,
+    parse_ibstat,
+    parse_ibv_devinfo,
+    parse_show_gids,
+    pfc_enabled_priorities,
+)
 
 C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 ERROR_COUNTERS = {
@@ -150,8 +157,17 @@ def main():
         "exclude_netdevs": p["exclude_netdevs"],
         "lossless_priority": p["lossless_priority"] if p["link_layer"] == "Ethernet" else None,
     }
-    findings, ports = evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=pause if ethtool else None,
-                                    mtus=mtus, gids=gids, counters=counters, baseline=p["baseline"])
+    findings, ports = evaluate_rdma(
+        ibstat,
+        devinfo,
+        netdev_of,
+        expected,
+        pause_prios=pause if ethtool else None,
+        mtus=mtus,
+        gids=gids,
+        counters=counters,
+        baseline=p["baseline"],
+    )
     module.exit_json(changed=False, healthy=not findings, findings=findings, ports=ports, counters=counters)
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -310,7 +309,7 @@ def query_text(indices, sections=None):
         "",
         "%-42s: %d" % ("Attached GPUs", len(present_gpus())),
     ]
-    want = (lambda name: sections is None or name in sections)
+    want = lambda name: sections is None or name in sections
     for i in indices:
         s = state[str(i)]
         clk = _gpu_clocks(i, state)
@@ -372,7 +371,7 @@ def query_text(indices, sections=None):
                 _kv(8, "Memory", "%d MHz" % g["clocks"]["max_mem"]),
                 _kv(8, "Video", "%d MHz" % g["clocks"]["max_video"]),
             ]
-        if want("SUPPORTED_CLOCKS"):
+        if sections is not None and "SUPPORTED_CLOCKS" in sections:  # a full -q does not print them
             out.append("    Supported Clocks")
             for mem, graphics in g["supported_clocks"].items():
                 out.append(_kv(8, "Memory", "%s MHz" % mem))
@@ -483,9 +482,9 @@ def _query_field(i, field, state, units):
     g = prof["gpu"]
     s = state[str(i)]
     clk = _gpu_clocks(i, state)
-    mhz = (lambda v: "%d MHz" % v if units else "%d" % v)
-    watt = (lambda v: "%.2f W" % v if units else "%.2f" % v)
-    mib = (lambda v: "%d MiB" % v if units else "%d" % v)
+    mhz = lambda v: "%d MHz" % v if units else "%d" % v
+    watt = lambda v: "%.2f W" % v if units else "%.2f" % v
+    mib = lambda v: "%d MiB" % v if units else "%d" % v
     table = {
         "index": lambda: str(i),
         "name": lambda: g["name"],
@@ -520,8 +519,16 @@ def _query_field(i, field, state, units):
     return table[field]()
 
 
-UNITS = {"memory.total": "MiB", "power.draw": "W", "power.limit": "W", "enforced.power.limit": "W",
-         "power.default_limit": "W", "power.min_limit": "W", "power.max_limit": "W", "utilization.gpu": "%"}
+UNITS = {
+    "memory.total": "MiB",
+    "power.draw": "W",
+    "power.limit": "W",
+    "enforced.power.limit": "W",
+    "power.default_limit": "W",
+    "power.min_limit": "W",
+    "power.max_limit": "W",
+    "utilization.gpu": "%",
+}
 
 
 def query_gpu_csv(indices, fields, fmt):
@@ -707,7 +714,7 @@ def _nvidia_smi_set(args, idx, prof):
                 rc = 3
             else:
                 s["locked"] = [lo, hi]
-                out.append("GPU clocks set to \"(gpuClkMin %d, gpuClkMax %d)\" for GPU %s" % (lo, hi, bus))
+                out.append('GPU clocks set to "(gpuClkMin %d, gpuClkMax %d)" for GPU %s' % (lo, hi, bus))
         if "-rgc" in args or "--reset-gpu-clocks" in args:
             s["locked"] = None
             out.append("GPU clocks reset for GPU %s." % bus)
@@ -842,8 +849,7 @@ def rdma(args):
         v = _port_view(nic)
         out.append(
             "link %s/1 state %s physical_state %s netdev %s"
-            % (nic["ca"], "DOWN" if v["state"] == "Down" else "ACTIVE",
-               "DISABLED" if v["state"] == "Down" else "LINK_UP", nic["netdev"])
+            % (nic["ca"], "DOWN" if v["state"] == "Down" else "ACTIVE", "DISABLED" if v["state"] == "Down" else "LINK_UP", nic["netdev"])
         )
     sys.stdout.write("\n".join(out) + "\n")
     return 0
@@ -992,21 +998,41 @@ def ethtool(args):
     pfc = _pfc_effective(nic, st)
     down = nic["ca"] in {f["ca"] for f in faults("rdma_port_down")}
     rows = [
-        ("rx_packets", 0), ("rx_bytes", 0), ("tx_packets", 0), ("tx_bytes", 0),
-        ("rx_out_of_buffer", 0), ("rx_crc_errors_phy", 0), ("rx_symbol_err_phy", 0),
-        ("link_down_events_phy", 1 if down else 0), ("rx_discards_phy", 0),
-        ("rx_pause_ctrl_phy", 0), ("tx_pause_ctrl_phy", 0),
+        ("rx_packets", 0),
+        ("rx_bytes", 0),
+        ("tx_packets", 0),
+        ("tx_bytes", 0),
+        ("rx_out_of_buffer", 0),
+        ("rx_crc_errors_phy", 0),
+        ("rx_symbol_err_phy", 0),
+        ("link_down_events_phy", 1 if down else 0),
+        ("rx_discards_phy", 0),
+        ("rx_pause_ctrl_phy", 0),
+        ("tx_pause_ctrl_phy", 0),
     ]
     for prio in range(8):
-        rows += [("rx_prio%d_bytes" % prio, 0), ("rx_prio%d_packets" % prio, 0),
-                 ("tx_prio%d_bytes" % prio, 0), ("tx_prio%d_packets" % prio, 0)]
+        rows += [
+            ("rx_prio%d_bytes" % prio, 0),
+            ("rx_prio%d_packets" % prio, 0),
+            ("tx_prio%d_bytes" % prio, 0),
+            ("tx_prio%d_packets" % prio, 0),
+        ]
         if pfc[prio]:  # mlx5 lists per-priority pause counters only for PFC-enabled priorities
-            rows += [("rx_prio%d_pause" % prio, 0), ("rx_prio%d_pause_duration" % prio, 0),
-                     ("tx_prio%d_pause" % prio, 0), ("tx_prio%d_pause_duration" % prio, 0),
-                     ("rx_prio%d_pause_transition" % prio, 0)]
+            rows += [
+                ("rx_prio%d_pause" % prio, 0),
+                ("rx_prio%d_pause_duration" % prio, 0),
+                ("tx_prio%d_pause" % prio, 0),
+                ("tx_prio%d_pause_duration" % prio, 0),
+                ("rx_prio%d_pause_transition" % prio, 0),
+            ]
     if not any(pfc):
-        rows += [("rx_global_pause", 0), ("rx_global_pause_duration", 0), ("tx_global_pause", 0),
-                 ("tx_global_pause_duration", 0), ("rx_global_pause_transition", 0)]
+        rows += [
+            ("rx_global_pause", 0),
+            ("rx_global_pause_duration", 0),
+            ("tx_global_pause", 0),
+            ("tx_global_pause_duration", 0),
+            ("rx_global_pause_transition", 0),
+        ]
     sys.stdout.write("NIC statistics:\n" + "".join("     %s: %d\n" % kv for kv in rows))
     return 0
 
@@ -1088,8 +1114,13 @@ def admin(args):
         render_sysfs_keep_runtime()
         return 0
     if cmd == "state":
-        sys.stdout.write(json.dumps({"node": node(), "gpu": gpu_state(), "nic": nic_state(),
-                                     "driver_loaded": loaded_driver(), "fabric": fabric_state()}, indent=1) + "\n")
+        sys.stdout.write(
+            json.dumps(
+                {"node": node(), "gpu": gpu_state(), "nic": nic_state(), "driver_loaded": loaded_driver(), "fabric": fabric_state()},
+                indent=1,
+            )
+            + "\n"
+        )
         return 0
     sys.stderr.write(usage)
     return 2

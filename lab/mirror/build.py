@@ -24,7 +24,7 @@ DRIVER_VERSIONS = ("550.127.05", "550.144.03")
 TOOLKIT_VERSION = "1.17.3"
 SIM = "SIMULATED package for the rackforge lab (hwsim): no driver, no hardware access."
 
-SHIM = "#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} \"$@\"\n"
+SHIM = '#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} "$@"\n'
 
 PERSISTENCED = """#!/bin/sh
 # SIMULATED nvidia-persistenced: keeps the simulated GPUs in persistence mode while running
@@ -64,47 +64,59 @@ ExecStopPost=-/usr/lib/hwsim/hwsim hwsim fabricmanager stop
 WantedBy=multi-user.target
 """
 
-CTK = """#!/bin/sh
+CTK = (
+    """#!/bin/sh
 # SIMULATED nvidia-ctk: version only (configuring containerd belongs to the container_runtime role)
 case "$1" in
   --version|-v) echo "NVIDIA Container Toolkit CLI version %s (SIMULATED)";;
   *) echo "nvidia-ctk (SIMULATED): only --version is available in the lab" >&2; exit 1;;
 esac
-""" % TOOLKIT_VERSION
+"""
+    % TOOLKIT_VERSION
+)
 
 
 def packages():
     pkgs = []
     for v in DRIVER_VERSIONS:
         branch = v.split(".")[0]
-        pkgs.append({
-            "Package": "nvidia-driver-%s" % branch, "Version": "%s-1" % v,
-            "Description": "NVIDIA driver metapackage %s\n %s" % (v, SIM),
-            "files": {
-                "usr/lib/hwsim/driver-version": v + "\n",
-                "usr/bin/nvidia-smi": SHIM.format(tool="nvidia-smi"),
-                "usr/bin/nvidia-persistenced": PERSISTENCED,
-                "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
-            },
-            "postinst": "#!/bin/sh\nset -e\n/usr/lib/hwsim/hwsim hwsim load-driver || true\n"
-                        "systemctl daemon-reload >/dev/null 2>&1 || true\n",
-        })
-        pkgs.append({
-            "Package": "nvidia-fabricmanager-%s" % branch, "Version": "%s-1" % v,
-            "Description": "NVIDIA fabric manager %s\n %s" % (v, SIM),
-            "files": {
-                "usr/lib/hwsim/fabricmanager-version": v + "\n",
-                "usr/bin/nv-fabricmanager": FABRICMANAGER,
-                "lib/systemd/system/nvidia-fabricmanager.service": FABRICMANAGER_UNIT,
-            },
-            "postinst": "#!/bin/sh\nsystemctl daemon-reload >/dev/null 2>&1 || true\n",
-        })
-    pkgs.append({
-        "Package": "nvidia-container-toolkit", "Version": "%s-1" % TOOLKIT_VERSION,
-        "Description": "NVIDIA container toolkit\n %s" % SIM,
-        "files": {"usr/bin/nvidia-ctk": CTK},
-        "postinst": None,
-    })
+        pkgs.append(
+            {
+                "Package": "nvidia-driver-%s" % branch,
+                "Version": "%s-1" % v,
+                "Description": "NVIDIA driver metapackage %s\n %s" % (v, SIM),
+                "files": {
+                    "usr/lib/hwsim/driver-version": v + "\n",
+                    "usr/bin/nvidia-smi": SHIM.format(tool="nvidia-smi"),
+                    "usr/bin/nvidia-persistenced": PERSISTENCED,
+                    "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
+                },
+                "postinst": "#!/bin/sh\nset -e\n/usr/lib/hwsim/hwsim hwsim load-driver || true\n"
+                "systemctl daemon-reload >/dev/null 2>&1 || true\n",
+            }
+        )
+        pkgs.append(
+            {
+                "Package": "nvidia-fabricmanager-%s" % branch,
+                "Version": "%s-1" % v,
+                "Description": "NVIDIA fabric manager %s\n %s" % (v, SIM),
+                "files": {
+                    "usr/lib/hwsim/fabricmanager-version": v + "\n",
+                    "usr/bin/nv-fabricmanager": FABRICMANAGER,
+                    "lib/systemd/system/nvidia-fabricmanager.service": FABRICMANAGER_UNIT,
+                },
+                "postinst": "#!/bin/sh\nsystemctl daemon-reload >/dev/null 2>&1 || true\n",
+            }
+        )
+    pkgs.append(
+        {
+            "Package": "nvidia-container-toolkit",
+            "Version": "%s-1" % TOOLKIT_VERSION,
+            "Description": "NVIDIA container toolkit\n %s" % SIM,
+            "files": {"usr/bin/nvidia-ctk": CTK},
+            "postinst": None,
+        }
+    )
     return pkgs
 
 
@@ -118,8 +130,12 @@ def build_deb(pkg, pool):
                 fh.write(content)
             os.chmod(path, 0o755 if "/bin/" in "/" + rel else 0o644)
         control = [
-            "Package: %s" % pkg["Package"], "Version: %s" % pkg["Version"], "Architecture: all",
-            "Maintainer: rackforge lab <lab@rackforge.invalid>", "Section: non-free/libs", "Priority: optional",
+            "Package: %s" % pkg["Package"],
+            "Version: %s" % pkg["Version"],
+            "Architecture: all",
+            "Maintainer: rackforge lab <lab@rackforge.invalid>",
+            "Section: non-free/libs",
+            "Priority: optional",
             "Description: %s" % pkg["Description"],
         ]
         with open(os.path.join(tmp, "DEBIAN", "control"), "w") as fh:
@@ -130,8 +146,7 @@ def build_deb(pkg, pool):
                 fh.write(pkg["postinst"])
             os.chmod(path, 0o755)
         out = os.path.join(pool, "%s_%s_all.deb" % (pkg["Package"], pkg["Version"]))
-        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", tmp, out],
-                       check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", tmp, out], check=True, stdout=subprocess.DEVNULL)
         return out
 
 
@@ -163,17 +178,26 @@ def main():
     for pkg in packages():
         deb = build_deb(pkg, pool)
         control = subprocess.run(["dpkg-deb", "-f", deb], check=True, capture_output=True, text=True).stdout.rstrip("\n")
-        entries.append("%s\nFilename: %s\nSize: %d\nMD5sum: %s\nSHA256: %s\n" % (
-            control, os.path.relpath(deb, repo), os.path.getsize(deb), digest(deb, "md5"), digest(deb, "sha256")))
+        entries.append(
+            "%s\nFilename: %s\nSize: %d\nMD5sum: %s\nSHA256: %s\n"
+            % (control, os.path.relpath(deb, repo), os.path.getsize(deb), digest(deb, "md5"), digest(deb, "sha256"))
+        )
     packages_path = os.path.join(bindir, "Packages")
     with open(packages_path, "w") as fh:
         fh.write("\n".join(entries))
     with open(packages_path, "rb") as fin, gzip.open(packages_path + ".gz", "wb") as fout:
         fout.write(fin.read())
     dist = os.path.join(repo, "dists", "bookworm")
-    lines = ["Origin: rackforge-lab", "Label: rackforge lab mirror (SIMULATED vendor packages)", "Suite: bookworm",
-             "Codename: bookworm", "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
-             "Architectures: amd64 all", "Components: main", "SHA256:"]
+    lines = [
+        "Origin: rackforge-lab",
+        "Label: rackforge lab mirror (SIMULATED vendor packages)",
+        "Suite: bookworm",
+        "Codename: bookworm",
+        "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
+        "Architectures: amd64 all",
+        "Components: main",
+        "SHA256:",
+    ]
     for rel in ("main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"):
         path = os.path.join(dist, rel)
         lines.append(" %s %d %s" % (digest(path, "sha256"), os.path.getsize(path), rel))
@@ -182,8 +206,7 @@ def main():
     home = os.path.join(os.path.dirname(out), "gnupg")
     if not os.path.isdir(home):
         os.makedirs(home, mode=0o700)
-        gpg(home, "--passphrase", "", "--quick-generate-key", "rackforge lab mirror <lab@rackforge.invalid>",
-            "ed25519", "sign", "never")
+        gpg(home, "--passphrase", "", "--quick-generate-key", "rackforge lab mirror <lab@rackforge.invalid>", "ed25519", "sign", "never")
     gpg(home, "--yes", "--clearsign", "-o", os.path.join(dist, "InRelease"), os.path.join(dist, "Release"))
     gpg(home, "--yes", "-abs", "-o", os.path.join(dist, "Release.gpg"), os.path.join(dist, "Release"))
     with open(os.path.join(out, "rackforge-lab.asc"), "w") as fh:

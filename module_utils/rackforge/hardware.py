@@ -49,26 +49,61 @@ def preflight_findings(hw, expected):
 
     if expected.get("gpu_count") is not None:
         ids = expected.get("gpu_pci_ids") or []
-        found = count_pci(hw["pci_devices"], ids) if ids else len([d for d in hw["pci_devices"] if d["id"].startswith("10de:") and d["class"].startswith("0x03")])
+        found = (
+            count_pci(hw["pci_devices"], ids)
+            if ids
+            else len([d for d in hw["pci_devices"] if d["id"].startswith("10de:") and d["class"].startswith("0x03")])
+        )
         if found != expected["gpu_count"]:
-            add("gpu_count", "preflight_hardware.gpu_count", expected["gpu_count"], found,
-                "expected %d GPUs (PCI ids %s), found %d on the PCI bus" % (expected["gpu_count"], ", ".join(ids) or "any NVIDIA display/3D", found))
+            add(
+                "gpu_count",
+                "preflight_hardware.gpu_count",
+                expected["gpu_count"],
+                found,
+                "expected %d GPUs (PCI ids %s), found %d on the PCI bus"
+                % (expected["gpu_count"], ", ".join(ids) or "any NVIDIA display/3D", found),
+            )
     if expected.get("rdma_nic_count") is not None:
         ids = expected.get("rdma_nic_pci_ids") or []
         found = count_pci(hw["pci_devices"], ids)
         if found < expected["rdma_nic_count"]:
-            add("rdma_nic_count", "preflight_hardware.rdma_nic_count", expected["rdma_nic_count"], found,
-                "expected at least %d RDMA NICs (PCI ids %s), found %d" % (expected["rdma_nic_count"], ", ".join(ids), found))
+            add(
+                "rdma_nic_count",
+                "preflight_hardware.rdma_nic_count",
+                expected["rdma_nic_count"],
+                found,
+                "expected at least %d RDMA NICs (PCI ids %s), found %d" % (expected["rdma_nic_count"], ", ".join(ids), found),
+            )
     if expected.get("min_cpus") and hw["cpus"] < expected["min_cpus"]:
-        add("cpus", "preflight_min_cpus", expected["min_cpus"], hw["cpus"],
-            "expected at least %d CPUs, found %d" % (expected["min_cpus"], hw["cpus"]))
+        add(
+            "cpus",
+            "preflight_min_cpus",
+            expected["min_cpus"],
+            hw["cpus"],
+            "expected at least %d CPUs, found %d" % (expected["min_cpus"], hw["cpus"]),
+        )
     if expected.get("min_memory_gb") and hw["memory_mb"] < expected["min_memory_gb"] * 1000:
-        add("memory", "preflight_min_memory_gb", expected["min_memory_gb"], hw["memory_mb"] // 1024,
-            "expected at least %d GB RAM, found %d MiB" % (expected["min_memory_gb"], hw["memory_mb"]))
+        add(
+            "memory",
+            "preflight_min_memory_gb",
+            expected["min_memory_gb"],
+            hw["memory_mb"] // 1024,
+            "expected at least %d GB RAM, found %d MiB" % (expected["min_memory_gb"], hw["memory_mb"]),
+        )
     if expected.get("min_root_free_gb") and hw["root_free_gb"] < expected["min_root_free_gb"]:
-        add("disk", "preflight_min_root_free_gb", expected["min_root_free_gb"], hw["root_free_gb"],
-            "expected at least %d GB free on /, found %d GB" % (expected["min_root_free_gb"], hw["root_free_gb"]))
+        add(
+            "disk",
+            "preflight_min_root_free_gb",
+            expected["min_root_free_gb"],
+            hw["root_free_gb"],
+            "expected at least %d GB free on /, found %d GB" % (expected["min_root_free_gb"], hw["root_free_gb"]),
+        )
     if expected.get("min_kernel") and version_tuple(hw["kernel"]) < version_tuple(expected["min_kernel"]):
-        add("kernel", "preflight_min_kernel", expected["min_kernel"], hw["kernel"],
-            "kernel %s is older than the supported minimum %s" % (hw["kernel"], expected["min_kernel"]))
+        add(
+            "kernel",
+            "preflight_min_kernel",
+            expected["min_kernel"],
+            hw["kernel"],
+            "kernel %s is older than the supported minimum %s" % (hw["kernel"], expected["min_kernel"]),
+        )
     return findings

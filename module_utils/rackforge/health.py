@@ -44,19 +44,36 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
     for gpu in status:
         comp = "GPU %d (%s)" % (gpu["index"], gpu["uuid"])
         if gpu["all_inactive"] and not any(gpu["links"].values()):
-            findings.append(_finding("nvlink_all_inactive", comp, expected_links, 0,
-                                     "%s: all NVLinks inactive, expected %d active" % (comp, expected_links)))
+            findings.append(
+                _finding(
+                    "nvlink_all_inactive", comp, expected_links, 0, "%s: all NVLinks inactive, expected %d active" % (comp, expected_links)
+                )
+            )
             continue
         inactive = sorted(link for link, speed in gpu["links"].items() if speed is None)
         active = len(gpu["links"]) - len(inactive)
         if active < expected_links:
-            findings.append(_finding("nvlink_inactive", comp, expected_links, active,
-                                     "%s: NVLink(s) %s inactive: %d of %d expected links active"
-                                     % (comp, ",".join(str(x) for x in inactive), active, expected_links)))
+            findings.append(
+                _finding(
+                    "nvlink_inactive",
+                    comp,
+                    expected_links,
+                    active,
+                    "%s: NVLink(s) %s inactive: %d of %d expected links active"
+                    % (comp, ",".join(str(x) for x in inactive), active, expected_links),
+                )
+            )
         for link, speed in sorted(gpu["links"].items()):
             if speed is not None and expected_speed and abs(speed - expected_speed) > 0.01:
-                findings.append(_finding("nvlink_speed", "%s link %d" % (comp, link), expected_speed, speed,
-                                         "%s link %d runs at %s GB/s, expected %s GB/s" % (comp, link, speed, expected_speed)))
+                findings.append(
+                    _finding(
+                        "nvlink_speed",
+                        "%s link %d" % (comp, link),
+                        expected_speed,
+                        speed,
+                        "%s link %d runs at %s GB/s, expected %s GB/s" % (comp, link, speed, expected_speed),
+                    )
+                )
     baseline = baseline or {}
     for gpu in errors or []:
         comp = "GPU %d (%s)" % (gpu["index"], gpu["uuid"])
@@ -65,16 +82,29 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
             before = base.get(str(link), base.get(link, {}))
             for name, value in sorted(counters.items()):
                 if value > int(before.get(name, 0)):
-                    findings.append(_finding("nvlink_errors", "%s link %d" % (comp, link), before.get(name, 0), value,
-                                             "%s link %d: %s errors rose to %d (baseline %d)"
-                                             % (comp, link, name, value, int(before.get(name, 0)))))
+                    findings.append(
+                        _finding(
+                            "nvlink_errors",
+                            "%s link %d" % (comp, link),
+                            before.get(name, 0),
+                            value,
+                            "%s link %d: %s errors rose to %d (baseline %d)" % (comp, link, name, value, int(before.get(name, 0))),
+                        )
+                    )
     if topo:
         want = "NV%d" % expected_links
         for row, cols in sorted(topo["links"].items()):
             for col, value in sorted(cols.items()):
                 if row.startswith("GPU") and col.startswith("GPU") and value != want:
-                    findings.append(_finding("nvlink_topology", "%s-%s" % (row, col), want, value,
-                                             "topo -m: %s to %s is %s, expected %s" % (row, col, value, want)))
+                    findings.append(
+                        _finding(
+                            "nvlink_topology",
+                            "%s-%s" % (row, col),
+                            want,
+                            value,
+                            "topo -m: %s to %s is %s, expected %s" % (row, col, value, want),
+                        )
+                    )
     return findings
 
 
@@ -82,18 +112,39 @@ def evaluate_fabric(fabric, fabricmanager_active):
     """Findings for NVSwitch systems: every GPU's fabric Completed/Success and fabric manager active."""
     findings = []
     if not fabricmanager_active:
-        findings.append(_finding("fabricmanager", "nvidia-fabricmanager", "active", "inactive",
-                                 "nvidia-fabricmanager.service is not active (NVSwitch fabric cannot be trained)"))
+        findings.append(
+            _finding(
+                "fabricmanager",
+                "nvidia-fabricmanager",
+                "active",
+                "inactive",
+                "nvidia-fabricmanager.service is not active (NVSwitch fabric cannot be trained)",
+            )
+        )
     for i, entry in enumerate(fabric):
         state = (entry["state"], entry["status"])
         unhealthy = entry.get("health_summary") not in (None, "N/A", "Healthy")
         if state != FABRIC_OK or unhealthy:
             observed = "%s/%s%s" % (entry["state"], entry["status"], ", health %s" % entry["health_summary"] if unhealthy else "")
-            findings.append(_finding("fabric", "GPU %d fabric" % i, "Completed/Success", observed,
-                                     "GPU %d: NVSwitch fabric is %s, expected Completed/Success" % (i, observed)))
+            findings.append(
+                _finding(
+                    "fabric",
+                    "GPU %d fabric" % i,
+                    "Completed/Success",
+                    observed,
+                    "GPU %d: NVSwitch fabric is %s, expected Completed/Success" % (i, observed),
+                )
+            )
     if not fabric:
-        findings.append(_finding("fabric", "fabric", "Completed/Success", "no Fabric section",
-                                 "nvidia-smi -q printed no Fabric section on an NVSwitch system"))
+        findings.append(
+            _finding(
+                "fabric",
+                "fabric",
+                "Completed/Success",
+                "no Fabric section",
+                "nvidia-smi -q printed no Fabric section on an NVSwitch system",
+            )
+        )
     return findings
 
 
@@ -117,39 +168,87 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                 continue
             comp = "%s/%d (%s)" % (ca, port_no, netdev or "no netdev")
             info = devinfo.get(ca, {}).get("ports", {}).get(port_no, {})
-            summary = {"ca": ca, "port": port_no, "netdev": netdev, "state": port["state"],
-                       "physical_state": port["physical_state"], "rate": port["rate"],
-                       "active_mtu": info.get("active_mtu"), "pfc_priorities": None, "healthy": True}
+            summary = {
+                "ca": ca,
+                "port": port_no,
+                "netdev": netdev,
+                "state": port["state"],
+                "physical_state": port["physical_state"],
+                "rate": port["rate"],
+                "active_mtu": info.get("active_mtu"),
+                "pfc_priorities": None,
+                "healthy": True,
+            }
             ports.append(summary)
             before = len(findings)
             if port["state"] != "Active" or port["physical_state"] != "LinkUp":
-                findings.append(_finding("rdma_port_state", comp, "Active/LinkUp", "%s/%s" % (port["state"], port["physical_state"]),
-                                         "%s: port is %s/%s, expected Active/LinkUp" % (comp, port["state"], port["physical_state"])))
+                findings.append(
+                    _finding(
+                        "rdma_port_state",
+                        comp,
+                        "Active/LinkUp",
+                        "%s/%s" % (port["state"], port["physical_state"]),
+                        "%s: port is %s/%s, expected Active/LinkUp" % (comp, port["state"], port["physical_state"]),
+                    )
+                )
             elif expected.get("rate") and port["rate"] != expected["rate"]:
-                findings.append(_finding("rdma_rate", comp, expected["rate"], port["rate"],
-                                         "%s: rate %d Gb/s, expected %d Gb/s" % (comp, port["rate"], expected["rate"])))
+                findings.append(
+                    _finding(
+                        "rdma_rate",
+                        comp,
+                        expected["rate"],
+                        port["rate"],
+                        "%s: rate %d Gb/s, expected %d Gb/s" % (comp, port["rate"], expected["rate"]),
+                    )
+                )
             mtu = (mtus or {}).get(netdev)
             if mtu and mtu >= 4200 and info.get("active_mtu") and info["active_mtu"] < 4096:
-                findings.append(_finding("roce_mtu", comp, 4096, info["active_mtu"],
-                                         "%s: RoCE active MTU %d with netdev MTU %d, expected 4096" % (comp, info["active_mtu"], mtu)))
+                findings.append(
+                    _finding(
+                        "roce_mtu",
+                        comp,
+                        4096,
+                        info["active_mtu"],
+                        "%s: RoCE active MTU %d with netdev MTU %d, expected 4096" % (comp, info["active_mtu"], mtu),
+                    )
+                )
             if gids is not None and port["state"] == "Active":
                 v2 = [g for g in gids if g["device"] == ca and g["port"] == port_no and g["version"] == "v2" and g["ipv4"]]
                 if not v2:
-                    findings.append(_finding("roce_gid", comp, "RoCE v2 GID with IPv4", "none",
-                                             "%s: no RoCE v2 GID with an IPv4 address (RDMA-CM cannot use this port)" % comp))
+                    findings.append(
+                        _finding(
+                            "roce_gid",
+                            comp,
+                            "RoCE v2 GID with IPv4",
+                            "none",
+                            "%s: no RoCE v2 GID with an IPv4 address (RDMA-CM cannot use this port)" % comp,
+                        )
+                    )
             prio = expected.get("lossless_priority")
             if pause_prios is not None and prio is not None and netdev in pause_prios:
                 summary["pfc_priorities"] = pause_prios[netdev]
                 if prio not in pause_prios[netdev]:
-                    findings.append(_finding("pfc", comp, "PFC on priority %d" % prio, pause_prios[netdev] or "off",
-                                             "%s: PFC not enabled on lossless priority %d (no rx_prio%d_pause counter)" % (comp, prio, prio)))
+                    findings.append(
+                        _finding(
+                            "pfc",
+                            comp,
+                            "PFC on priority %d" % prio,
+                            pause_prios[netdev] or "off",
+                            "%s: PFC not enabled on lossless priority %d (no rx_prio%d_pause counter)" % (comp, prio, prio),
+                        )
+                    )
             for name, value in sorted(((counters or {}).get(ca) or {}).items()):
                 base = int(((baseline or {}).get(ca) or {}).get(name, 0))
                 if value > base:
-                    findings.append(_finding("rdma_errors", comp, base, value, "%s: %s rose to %d (baseline %d)" % (comp, name, value, base)))
+                    findings.append(
+                        _finding("rdma_errors", comp, base, value, "%s: %s rose to %d (baseline %d)" % (comp, name, value, base))
+                    )
             summary["healthy"] = len(findings) == before
     count = expected.get("count")
     if count is not None and len(ports) < count:
-        findings.append(_finding("rdma_port_count", "RDMA NICs", count, len(ports),
-                                 "expected %d %s RDMA ports, found %d" % (count, link_layer, len(ports))))
+        findings.append(
+            _finding(
+                "rdma_port_count", "RDMA NICs", count, len(ports), "expected %d %s RDMA ports, found %d" % (count, link_layer, len(ports))
+            )
+        )
     return findings, ports

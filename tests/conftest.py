@@ -1,0 +1,17 @@
+"""Make the repo's module_utils importable as ansible.module_utils.rackforge (as Ansible does)."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import ansible.module_utils
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
+sys.path.insert(0, str(ROOT / "library"))
+FIXTURES = ROOT / "tests" / "fixtures" / "realworld"
+
+
+def fixture(tool, name):
+    return (FIXTURES / tool / (name + ".txt")).read_text()

@@ -1,0 +1,47 @@
+"""Run the lab simulator locally (no container): state in a temp dir, tools as argv[0] names."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HWSIM = ROOT / "lab" / "hwsim" / "hwsim.py"
+PROFILES = ROOT / "lab" / "hwsim" / "profiles"
+
+
+class Sim:
+    def __init__(self, tmp, profile="hgx-h100-8gpu", driver="550.127.05", fabricmanager=True):
+        self.tmp = pathlib.Path(tmp)
+        self.bin = self.tmp / "bin"
+        self.bin.mkdir()
+        self.env = dict(
+            os.environ,
+            HWSIM_ETC=str(self.tmp / "etc"),
+            HWSIM_VARLIB=str(self.tmp / "var"),
+            HWSIM_RUN=str(self.tmp / "run"),
+            HWSIM_DRIVER_FILE=str(self.tmp / "driver-version"),
+            HWSIM_FM_FILE=str(self.tmp / "fm-version"),
+            HWSIM_ALLOW_NONROOT="1",
+            PATH="%s:%s" % (self.bin, os.environ["PATH"]),
+        )
+        for tool in ("nvidia-smi", "ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "hwsim"):
+            link = self.bin / tool
+            link.write_text('#!/bin/sh\nexec %s %s %s "$@"\n' % (sys.executable, HWSIM, tool))
+            link.chmod(0o755)
+        self.sysfs = self.tmp / "var" / "sys"
+        self.run("hwsim", "init", str(PROFILES / (profile + ".json")), "--seed", "test", "--index", "1")
+        if driver:
+            (self.tmp / "driver-version").write_text(driver + "\n")
+            self.run("hwsim", "load-driver")
+            if fabricmanager:
+                (self.tmp / "fm-version").write_text(driver + "\n")
+                self.run("hwsim", "fabricmanager", "start")
+
+    def run(self, *argv, check=True):
+        res = subprocess.run(list(argv), env=self.env, capture_output=True, text=True, check=False)
+        if check and res.returncode != 0:
+            raise AssertionError("%s failed (%d): %s%s" % (argv, res.returncode, res.stdout, res.stderr))
+        return res.stdout if check else res

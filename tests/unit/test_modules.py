@@ -1,0 +1,99 @@
+"""The modules run for real against the lab simulator on PATH (tools as argv[0] names)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import nvidia_gpu_info
+import nvlink_health
+import pytest
+import rackforge_preflight_info
+import rdma_health
+from ansible.module_utils.testing import patch_module_args
+from hwsim_helper import Sim
+
+
+def run_module(mod, args, sim, monkeypatch, capsys):
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    with patch_module_args(args), pytest.raises(SystemExit):
+        mod.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_gpu_info_reads_simulated_h100(tmp_path, monkeypatch, capsys):
+    res = run_module(nvidia_gpu_info, {}, Sim(tmp_path), monkeypatch, capsys)
+    assert res["driver_loaded"] and res["driver_version"] == "550.127.05"
+    assert len(res["gpus"]) == 8 and res["gpus"][0]["power"]["max_limit"] == 700.0
+    assert res["fabric"][0]["state"] == "Completed"
+
+
+def test_gpu_info_without_driver_is_not_an_error(tmp_path, monkeypatch, capsys):
+    res = run_module(nvidia_gpu_info, {}, Sim(tmp_path, driver=None), monkeypatch, capsys)
+    assert res["present"] and not res["driver_loaded"] and not res.get("failed")
+    assert "couldn't communicate" in res["error"]
+
+
+def test_gpu_info_flags_version_mismatch_as_reboot(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    (sim.tmp / "driver-version").write_text("550.144.03\n")
+    res = run_module(nvidia_gpu_info, {}, sim, monkeypatch, capsys)
+    assert res["reboot_required"] and not res["driver_loaded"]
+
+
+H100 = {"expected_links": 18, "expected_speed_gbps": 26.562, "expected_gpus": 8, "nvswitch": True, "check_topology": True}
+
+
+def test_nvlink_health_names_gpu_and_links(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", "nvlink_inactive", "gpu=3", "links=4,5")
+    monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    res = run_module(nvlink_health, H100, sim, monkeypatch, capsys)
+    assert not res["healthy"]
+    checks = sorted({f["check"] for f in res["findings"]})
+    # fabric manager is not a systemd unit on the test machine: that is reported too
+    assert "nvlink_inactive" in checks and "fabricmanager" in checks
+    inactive = [f for f in res["findings"] if f["check"] == "nvlink_inactive"]
+    assert len(inactive) == 1 and "GPU 3" in inactive[0]["message"] and "4,5" in inactive[0]["message"]
+
+
+def _bin_path(sim):
+    def get_bin_path(self, name, required=False, opt_dirs=None):
+        if name == "systemctl":
+            return None
+        path = os.path.join(sim.bin, name)
+        return path if os.path.exists(path) else None
+
+    return get_bin_path
+
+
+def test_rdma_health_port_down(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", "rdma_port_down", "ca=mlx5_4")
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "sysfs_root": str(sim.sysfs)}
+    res = run_module(rdma_health, args, sim, monkeypatch, capsys)
+    assert [f["component"] for f in res["findings"]] == ["mlx5_4/1 (ens5np0)"]
+    assert len(res["ports"]) == 8
+
+
+def test_rdma_health_pfc_off(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    for i in range(8):
+        sim.run("mlnx_qos", "-i", "ens%dnp0" % (i + 1), "--pfc", "0,0,0,1,0,0,0,0")
+    sim.run("hwsim", "fault", "add", "pfc_off", "ca=mlx5_6")
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "lossless_priority": 3, "sysfs_root": str(sim.sysfs)}
+    res = run_module(rdma_health, args, sim, monkeypatch, capsys)
+    assert [(f["check"], f["component"]) for f in res["findings"]] == [("pfc", "mlx5_6/1 (ens7np0)")]
+
+
+def test_preflight_info_missing_gpu(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", "gpu_missing", "gpu=5")
+    args = {"sysfs_root": str(sim.sysfs), "expected": {"gpu_count": 8, "gpu_pci_ids": ["10de:2330"]}}
+    res = run_module(rackforge_preflight_info, args, sim, monkeypatch, capsys)
+    assert [f["message"] for f in res["findings"]] == [
+        "preflight_hardware.gpu_count: expected 8 GPUs (PCI ids 10de:2330), found 7 on the PCI bus"
+    ]
