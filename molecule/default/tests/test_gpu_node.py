@@ -1,0 +1,64 @@
+"""After site.yml: driver and fabric manager pinned and held together, services up, simulated GPUs
+answer through the installed driver, health metrics published."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+testinfra_hosts = ["ansible://gpu_nodes"]
+
+
+def profile(host):
+    return json.loads(host.file("/etc/hwsim/profile.json").content_string)
+
+
+def test_driver_package_pinned_and_held(host):
+    pkg = host.package("nvidia-driver-550")
+    assert pkg.is_installed and pkg.version.startswith("550.127.05")
+    held = host.check_output("apt-mark showhold")
+    assert "nvidia-driver-550" in held.split()
+
+
+def test_fabric_manager_matches_driver_only_on_nvswitch(host):
+    fm = host.package("nvidia-fabricmanager-550")
+    if profile(host)["nvswitch"]["count"]:
+        assert fm.is_installed and fm.version == host.package("nvidia-driver-550").version
+        assert "nvidia-fabricmanager-550" in host.check_output("apt-mark showhold").split()
+        svc = host.service("nvidia-fabricmanager")
+        assert svc.is_enabled and svc.is_running
+        assert "State                             : Completed" in host.check_output("nvidia-smi -q")
+    else:
+        assert not fm.is_installed
+
+
+def test_repo_is_signed_and_key_checked(host):
+    src = host.file("/etc/apt/sources.list.d/rackforge-nvidia.list")
+    assert src.contains("signed-by=/etc/apt/keyrings/rackforge-nvidia.asc")
+    key = host.file("/etc/apt/keyrings/rackforge-nvidia.asc")
+    assert key.mode == 0o644 and key.user == "root"
+
+
+def test_nouveau_blacklisted(host):
+    f = host.file("/etc/modprobe.d/blacklist-nouveau.conf")
+    assert f.contains("^blacklist nouveau$") and f.mode == 0o644
+
+
+@pytest.mark.parametrize("unit", ["nvidia-persistenced"])
+def test_persistence_daemon(host, unit):
+    svc = host.service(unit)
+    assert svc.is_enabled and svc.is_running
+    out = host.check_output("nvidia-smi --query-gpu=persistence_mode --format=csv,noheader")
+    assert set(out.split()) == {"Enabled"}
+
+
+def test_gpus_visible_through_installed_driver(host):
+    gpus = host.check_output("nvidia-smi -L").splitlines()
+    assert len(gpus) == profile(host)["gpu"]["count"]
+
+
+def test_health_metrics_published(host):
+    prom = host.file("/var/lib/prometheus/node-exporter/rackforge.prom")
+    assert prom.contains("^rackforge_node_healthy 1$")
+    assert prom.mode == 0o644
