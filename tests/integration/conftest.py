@@ -1,0 +1,43 @@
+"""Integration tests run against the shared lab that `make integration` started (lab/lab.py up)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import re
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+INVENTORY = ROOT / "inventories" / "lab" / "hosts.yml"
+
+
+def lab(*args, check=True):
+    return subprocess.run(["python3", str(ROOT / "lab" / "lab.py"), *args], capture_output=True, text=True, check=check, cwd=ROOT)
+
+
+def playbook(*args, report_dir=None):
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    if report_dir:
+        env["RACKFORGE_REPORT_DIR"] = str(report_dir)
+    res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), *args], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    res.recap = {
+        m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
+        for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", res.stdout, re.M)
+    }
+    return res
+
+
+def node_state(name):
+    """Checksum of /etc and the simulator's persistent + volatile state: 'unchanged' means equal."""
+    cmd = "find /etc /var/lib/hwsim /run/hwsim /var/lib/rackforge -type f -exec sha256sum {} + 2>/dev/null | sort | sha256sum"
+    res = subprocess.run(["podman", "exec", "rackforge-lab-" + name, "sh", "-c", cmd], capture_output=True, text=True, check=True)
+    return res.stdout
+
+
+@pytest.fixture(scope="session")
+def gpu_nodes():
+    data = json.loads((ROOT / "lab" / ".state" / "lab.json").read_text())
+    return sorted(n for n, h in data.items() if h["profile"])
