@@ -7,7 +7,7 @@ LAB_NODES ?= 3
 LAB_PROFILE ?= hgx-h100-8gpu
 LAB_ARGS ?=
 
-.PHONY: setup lab lab-up lab-down lab-converge lint unit integration molecule test bench clean
+.PHONY: setup lab lab-up lab-down lab-converge lint unit test-lab integration molecule test clean
 
 setup:
 	@scripts/setup.sh
@@ -18,9 +18,10 @@ lab: setup lab-up lab-converge
 lab-up: setup
 	python3 lab/lab.py up --nodes $(LAB_NODES) --profile $(LAB_PROFILE) $(LAB_ARGS)
 
+# unhealthy or failed nodes make ansible-playbook exit non-zero: the summary is printed either way
 lab-converge:
-	ansible-playbook -i inventories/lab/hosts.yml site.yml
-	python3 lab/summary.py reports/fleet.json
+	ansible-playbook -i inventories/lab/hosts.yml site.yml; rc=$$?; \
+	python3 lab/summary.py reports/fleet.json; exit $$rc
 
 lab-down:
 	python3 lab/lab.py down
@@ -36,16 +37,20 @@ lint: setup
 unit: setup
 	pytest -q tests/unit
 
-integration: setup
+# the integration suites share one lab (3 nodes: two HGX H100, one PCIe A100) instead of
+# building containers per scenario; an existing lab (make lab) is reused as it is
+TEST_LAB_ARGS ?= --nodes 3 --profile hgx-h100-8gpu --node-profile lab-node3=pcie-a100-4gpu
+
+test-lab: setup
+	python3 lab/lab.py up $(TEST_LAB_ARGS)
+
+molecule: test-lab
+	molecule test --all
+
+integration: test-lab molecule
 	pytest -q tests/integration
 
-molecule: setup
-	cd molecule && molecule test --all
-
 test: lint unit integration
-
-bench: setup
-	python3 bench/run.py
 
 clean:
 	rm -rf .cache reports/*.json reports/*.md reports/*.html

@@ -4,7 +4,7 @@
 # Idempotent and quiet when nothing is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs dpkg-dev gnupg prometheus python3-venv)
+apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -17,8 +17,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   echo "setup: apt-get install ${missing[*]}" >&2
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-  # prometheus is only needed as a binary (promtool, test servers): keep the host's own unit off
-  systemctl disable --now prometheus prometheus-node-exporter >/dev/null 2>&1 || true
 fi
 py=${PYTHON:-python3}
 stamp=.venv/.requirements.sha256
