@@ -31,6 +31,7 @@ lint: setup
 	ruff check .
 	ruff format --check .
 	python3 scripts/check_argument_specs.py
+	python3 scripts/role_docs.py --check
 	ansible-playbook -i inventories/example/hosts.yml site.yml --syntax-check
 	ansible-lint --profile production --strict
 

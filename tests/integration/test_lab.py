@@ -38,7 +38,7 @@ def test_fleet_summary(converged, gpu_nodes, tmp_path):
     assert len(h100["health"]["gpus"]) == 8
     assert sum(g["active_links"] for g in h100["health"]["gpus"]) == 8 * 18
     assert len(h100["health"]["ports"]) == 8
-    assert "<td class=\"ok\">healthy</td>" in (tmp_path / "fleet.html").read_text()
+    assert '<td class="ok">healthy</td>' in (tmp_path / "fleet.html").read_text()
 
 
 @pytest.fixture
