@@ -21,7 +21,8 @@ def table(role):
         desc = " ".join(spec["description"]) if isinstance(spec["description"], list) else spec["description"]
         if spec.get("choices"):
             desc += " Choices: %s." % ", ".join("`%s`" % c for c in spec["choices"])
-        rows.append("| `%s` | %s | `%s` | %s |" % (name, spec["type"], json.dumps(spec.get("default")), desc.replace("|", "\\|").strip()))
+        default = json.dumps(spec.get("default")).replace("|", "\\|")
+        rows.append("| `%s` | %s | `%s` | %s |" % (name, spec["type"], default, desc.replace("|", "\\|").strip()))
     return "\n".join(rows)
 
 
