@@ -79,6 +79,11 @@ def faults(kind=None):
     return [f for f in found if kind is None or f["kind"] == kind]
 
 
+def nic_faulted(kind, nic):
+    """True when a fault of this kind is injected on this NIC (by its CA name)."""
+    return nic["ca"] in {f["ca"] for f in faults(kind)}
+
+
 def _uuid(seed, *parts):
     h = hashlib.sha256(("%s/%s" % (seed, "/".join(str(p) for p in parts))).encode()).hexdigest()
     return "%s-%s-%s-%s-%s" % (h[:8], h[8:12], h[12:16], h[16:20], h[20:32])
@@ -187,7 +192,6 @@ def render_sysfs():
         _write(os.path.join(dev, "device"), prof["nvswitch"]["pci_device"])
         _write(os.path.join(dev, "class"), "0x068000")
         _write(os.path.join(dev, "numa_node"), 0)
-    down = {f["ca"] for f in faults("rdma_port_down")}
     for nic in prof["nics"]:
         dev = os.path.join(pci, "0000:%s:00.0" % nic["bus_id"])
         _write(os.path.join(dev, "vendor"), nic["pci_vendor"])
@@ -196,7 +200,7 @@ def render_sysfs():
         _write(os.path.join(dev, "numa_node"), nic["numa"])
         ib = os.path.join(SYSFS, "class/infiniband", nic["ca"])
         port = os.path.join(ib, "ports/1")
-        is_down = nic["ca"] in down
+        is_down = nic_faulted("rdma_port_down", nic)
         _write(os.path.join(ib, "fw_ver"), nic["firmware"])
         _write(os.path.join(ib, "node_type"), "1: CA")
         _write(os.path.join(ib, "device/net", nic["netdev"], "ifindex"), 10 + prof["nics"].index(nic))
@@ -741,7 +745,7 @@ def _nvidia_smi_set(args, idx, prof):
 
 # ----------------------------------------------------------------------------- NIC tools
 def _port_view(nic):
-    down = nic["ca"] in {f["ca"] for f in faults("rdma_port_down")}
+    down = nic_faulted("rdma_port_down", nic)
     return {
         "state": "Down" if down else "Active",
         "physical_state": "Disabled" if down else "LinkUp",
@@ -787,7 +791,7 @@ def ibstat(args):
 
 
 def _active_mtu(nic):
-    if nic["ca"] in {f["ca"] for f in faults("roce_mtu_1024")}:
+    if nic_faulted("roce_mtu_1024", nic):
         return 1024
     try:
         mtu = int(sysfs_read("class/net/%s/mtu" % nic["netdev"], "1500"))
@@ -879,7 +883,7 @@ def show_gids(args):
         for k, ver in enumerate(("v1", "v2")):
             rows.append("%s\t1\t%d\t%s\t\t\t%s\t%s" % (nic["ca"], k, ll, ver, nic["netdev"]))
             n += 1
-        if nic.get("ipv4") and nic["ca"] not in {f["ca"] for f in faults("rdma_port_down")}:
+        if nic.get("ipv4") and not nic_faulted("rdma_port_down", nic):
             ip = nic["ipv4"] % _node_index()
             o = [int(x) for x in ip.split(".")]
             mapped = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(o)
@@ -892,7 +896,7 @@ def show_gids(args):
 
 
 def _pfc_effective(nic, st):
-    if nic["ca"] in {f["ca"] for f in faults("pfc_off")}:
+    if nic_faulted("pfc_off", nic):
         return [0] * 8
     return st["pfc"]
 
@@ -996,7 +1000,7 @@ def ethtool(args):
         return 1
     st = nic_state()[nic["ca"]]
     pfc = _pfc_effective(nic, st)
-    down = nic["ca"] in {f["ca"] for f in faults("rdma_port_down")}
+    down = nic_faulted("rdma_port_down", nic)
     rows = [
         ("rx_packets", 0),
         ("rx_bytes", 0),
