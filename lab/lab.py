@@ -34,19 +34,10 @@ MIRROR_IP = "10.89.77.2"
 CP_IP = "10.89.77.10"
 SSH_BASE_PORT = int(os.environ.get("RACKFORGE_LAB_SSH_PORT", "2230"))
 LABEL = "io.rackforge.lab=1"
-RUN_FLAGS = [
-    "--runtime",
-    "runc",
-    "--systemd=always",
-    "--ulimit",
-    "nofile=4096:4096",
-    "--ulimit",
-    "nproc=4096:4096",
-    "--label",
-    LABEL,
-    "--cap-add",
-    "NET_ADMIN",
-]
+# every lab container: runc (crun fails on this host's hybrid cgroups), lowered ulimits
+# (raising them is refused here), the label `down` removes by
+BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--label", LABEL]
+NODE_FLAGS = [*BASE_FLAGS, "--systemd=always", "--cap-add", "NET_ADMIN"]
 NIC_TOOLS = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids")
 
 
@@ -110,8 +101,21 @@ WantedBy=sysinit.target
 """
 
 
-def install_node(name, index, profile_name, pub):
-    """Copy the simulator into a node, initialise its hardware, key and apt sources."""
+def install_access(name, pub):
+    """The lab key for root, and no package source outside the lab: the roles add the lab
+    mirror (signed) as the vendor repository."""
+    script = f"""set -e
+install -d -m 0700 /root/.ssh
+printf '%s\\n' '{pub}' > /root/.ssh/authorized_keys
+chmod 0600 /root/.ssh/authorized_keys
+rm -f /etc/apt/sources.list.d/*
+: > /etc/apt/sources.list
+"""
+    podman("exec", "-i", name, "bash", "-s", inp=script)
+
+
+def install_hwsim(name, index, profile_name):
+    """Copy the simulator into a node and initialise its hardware from the profile."""
     podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/local/sbin/hwsim" % name)
     prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
     podman("cp", prof, "%s:/tmp/profile.json" % name)
@@ -126,12 +130,6 @@ systemctl daemon-reload
 systemctl enable -q hwsim-boot.service
 /usr/local/sbin/hwsim init /tmp/profile.json --seed {name} --index {index}
 rm -f /tmp/profile.json
-install -d -m 0700 /root/.ssh
-printf '%s\\n' '{pub}' > /root/.ssh/authorized_keys
-chmod 0600 /root/.ssh/authorized_keys
-# no package source outside the lab: the roles add the lab mirror (signed) as the vendor repo
-rm -f /etc/apt/sources.list.d/*
-: > /etc/apt/sources.list
 """
     podman("exec", "-i", name, "bash", "-s", inp=script)
 
@@ -148,20 +146,13 @@ def start_mirror():
             name,
             "--hostname",
             "mirror",
-            "--runtime",
-            "runc",
-            "--label",
-            LABEL,
             "--network",
             NETWORK,
             "--ip",
             MIRROR_IP,
             "-v",
             "%s:/srv/mirror:ro" % mirror_dir,
-            "--ulimit",
-            "nofile=4096:4096",
-            "--ulimit",
-            "nproc=4096:4096",
+            *BASE_FLAGS,
             image(),
             "python3",
             "-m",
@@ -235,14 +226,16 @@ def cmd_up(opts):
                 ip,
                 "-p",
                 "127.0.0.1:%d:22" % port,
-                *RUN_FLAGS,
+                *NODE_FLAGS,
                 image(),
             )
         else:
             podman("start", cname)
         wait_running(cname)
         if fresh:
-            install_node(cname, idx, prof or "none", pub) if prof else install_plain(cname, pub)
+            install_access(cname, pub)
+            if prof:
+                install_hwsim(cname, idx, prof)
             for node_name, args in faults:
                 if node_name == name:
                     podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
@@ -252,17 +245,6 @@ def cmd_up(opts):
         json.dump(hosts, fh, indent=1)
     for name, h in hosts.items():
         print("lab: %-10s %-14s ssh 127.0.0.1:%d  profile %s" % (name, h["ip"], h["port"], h["profile"] or "control-plane"))
-
-
-def install_plain(cname, pub):
-    script = f"""set -e
-install -d -m 0700 /root/.ssh
-printf '%s\\n' '{pub}' > /root/.ssh/authorized_keys
-chmod 0600 /root/.ssh/authorized_keys
-rm -f /etc/apt/sources.list.d/*
-: > /etc/apt/sources.list
-"""
-    podman("exec", "-i", cname, "bash", "-s", inp=script)
 
 
 def _yaml(value, indent=0):
