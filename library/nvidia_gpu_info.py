@@ -57,9 +57,8 @@ fabric:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_xml
-
-C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 
 def main():

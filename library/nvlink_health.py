@@ -62,10 +62,9 @@ counters:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, model_expectation
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_nvlink_errors, parse_nvlink_status, parse_topo_m
-
-C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 
 
 def run(module, binary, *args):

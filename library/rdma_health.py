@@ -73,6 +73,7 @@ counters:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.health import evaluate_rdma
 from ansible.module_utils.rackforge.rdma import (
     ParseError,
@@ -83,7 +84,6 @@ from ansible.module_utils.rackforge.rdma import (
     pfc_enabled_priorities,
 )
 
-C_ENV = {"LANG": "C", "LC_ALL": "C", "LC_MESSAGES": "C"}
 ERROR_COUNTERS = {
     "counters": ("symbol_error", "link_downed", "port_rcv_errors"),
     "hw_counters": ("out_of_buffer", "local_ack_timeout_err"),
