@@ -88,6 +88,9 @@ ERROR_COUNTERS = {
     "counters": ("symbol_error", "link_downed", "port_rcv_errors"),
     "hw_counters": ("out_of_buffer", "local_ack_timeout_err"),
 }
+# mlx5 physical-port counters from `ethtool -S` (Ethernet ports only); the pause-storm counter
+# rises when the NIC's pause-storm watchdog stopped a flood of PFC pause frames
+ETHTOOL_COUNTERS = ("rx_crc_errors_phy", "link_down_events_phy", "tx_pause_storm_error_events")
 
 
 def _read(path):
@@ -131,6 +134,7 @@ def main():
         netdev_of, mtus, pause, counters = {}, {}, {}, {}
         ethtool = module.get_bin_path("ethtool")
         for ca in ibstat:
+            found = {}
             netdir = os.path.join(root, "class", "infiniband", ca, "device", "net")
             names = sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []
             if names:
@@ -140,8 +144,9 @@ def main():
                 if ethtool and ibstat[ca]["ports"].get(1, {}).get("link_layer") == "Ethernet" and names[0] not in p["exclude_netdevs"]:
                     rc, out, err = module.run_command([ethtool, "-S", names[0]], environ_update=C_ENV)
                     if rc == 0:
-                        pause[names[0]] = pfc_enabled_priorities(parse_ethtool_stats(out))
-            found = {}
+                        stats = parse_ethtool_stats(out)
+                        pause[names[0]] = pfc_enabled_priorities(stats)
+                        found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
             for group, names_ in ERROR_COUNTERS.items():
                 for name in names_:
                     value = _read(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))

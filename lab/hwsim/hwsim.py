@@ -42,6 +42,7 @@ FAULTS = {
     "pfc_off": "<ca> refuses PFC: every priority stays disabled",
     "roce_mtu_1024": "<ca> active MTU stuck at 1024",
     "nvlink_errors": "GPU <gpu> link <link> gains <count> replay/recovery/CRC errors",
+    "pause_storm": "<ca> reports <count> tx_pause_storm_error_events (the NIC cut off a PFC pause storm)",
 }
 
 
@@ -1001,6 +1002,7 @@ def ethtool(args):
     st = nic_state()[nic["ca"]]
     pfc = _pfc_effective(nic, st)
     down = nic_faulted("rdma_port_down", nic)
+    storm = sum(int(f.get("count", 1)) for f in faults("pause_storm") if f["ca"] == nic["ca"])
     rows = [
         ("rx_packets", 0),
         ("rx_bytes", 0),
@@ -1013,6 +1015,8 @@ def ethtool(args):
         ("rx_discards_phy", 0),
         ("rx_pause_ctrl_phy", 0),
         ("tx_pause_ctrl_phy", 0),
+        ("tx_pause_storm_warning_events", storm),
+        ("tx_pause_storm_error_events", storm),
     ]
     for prio in range(8):
         rows += [

@@ -177,6 +177,7 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                 "rate": port["rate"],
                 "active_mtu": info.get("active_mtu"),
                 "pfc_priorities": None,
+                "counters": {},
                 "healthy": True,
             }
             ports.append(summary)
@@ -237,12 +238,13 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                             "%s: PFC not enabled on lossless priority %d (no rx_prio%d_pause counter)" % (comp, prio, prio),
                         )
                     )
-            for name, value in sorted(((counters or {}).get(ca) or {}).items()):
+            port_counters = (counters or {}).get(ca) or {}
+            summary["counters"] = dict(port_counters)
+            for name, value in sorted(port_counters.items()):
                 base = int(((baseline or {}).get(ca) or {}).get(name, 0))
                 if value > base:
-                    findings.append(
-                        _finding("rdma_errors", comp, base, value, "%s: %s rose to %d (baseline %d)" % (comp, name, value, base))
-                    )
+                    check = "pause_storm" if "pause_storm" in name else "rdma_errors"
+                    findings.append(_finding(check, comp, base, value, "%s: %s rose to %d (baseline %d)" % (comp, name, value, base)))
             summary["healthy"] = len(findings) == before
     count = expected.get("count")
     if count is not None and len(ports) < count:

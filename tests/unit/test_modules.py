@@ -74,8 +74,23 @@ def test_rdma_health_port_down(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
     args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "sysfs_root": str(sim.sysfs)}
     res = run_module(rdma_health, args, sim, monkeypatch, capsys)
-    assert [f["component"] for f in res["findings"]] == ["mlx5_4/1 (ens5np0)"]
+    # the downed port also counts a link_down_events_phy against the empty baseline
+    assert {f["component"] for f in res["findings"]} == {"mlx5_4/1 (ens5np0)"}
+    assert sorted(f["check"] for f in res["findings"]) == ["rdma_errors", "rdma_port_state"]
     assert len(res["ports"]) == 8
+
+
+def test_rdma_health_pause_storm_against_baseline(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "sysfs_root": str(sim.sysfs)}
+    healthy = run_module(rdma_health, args, sim, monkeypatch, capsys)
+    assert healthy["healthy"] and healthy["counters"]["mlx5_2"]["tx_pause_storm_error_events"] == 0
+    sim.run("hwsim", "fault", "add", "pause_storm", "ca=mlx5_2", "count=4")
+    res = run_module(rdma_health, dict(args, baseline=healthy["counters"]), sim, monkeypatch, capsys)
+    assert [(f["check"], f["component"], f["observed"]) for f in res["findings"]] == [("pause_storm", "mlx5_2/1 (ens3np0)", 4)]
+    port = next(p for p in res["ports"] if p["ca"] == "mlx5_2")
+    assert port["counters"]["tx_pause_storm_error_events"] == 4 and not port["healthy"]
 
 
 def test_rdma_health_pfc_off(tmp_path, monkeypatch, capsys):
