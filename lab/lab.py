@@ -295,7 +295,7 @@ def write_inventory(hosts, key, all_profiles):
     gpu_hosts = {}
     cp_hosts = {}
     for name, h in hosts.items():
-        entry = {"ansible_port": h["port"], "rackforge_lab_ip": h["ip"]}
+        entry = {"ansible_port": h["port"], "rackforge_lab_ip": h["ip"], "rackforge_mgmt_address": h["ip"]}
         if h["profile"]:
             entry["rackforge_hw_profile"] = h["profile"]
             gpu_hosts[name] = entry
@@ -361,7 +361,7 @@ def cmd_reboot(opts):
 
 
 def cmd_exec(opts):
-    res = podman("exec", container(opts.name), *opts.cmd, check=False, capture=False)
+    res = podman("exec", container(opts.name), *opts.command, check=False, capture=False)
     return res.returncode
 
 
@@ -387,7 +387,7 @@ def main():
     rb.add_argument("name")
     ex = sub.add_parser("exec")
     ex.add_argument("name")
-    ex.add_argument("cmd", nargs=argparse.REMAINDER)
+    ex.add_argument("command", nargs=argparse.REMAINDER)
     fa = sub.add_parser("fault")
     fa.add_argument("name")
     fa.add_argument("kind")
