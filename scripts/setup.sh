@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs everything rackforge's lab and tests need on a fresh Debian 12 machine (as root):
-# apt packages for the podman lab, and a virtualenv (.venv) with requirements.txt.
+# apt packages for the podman lab and the monitoring tests (prometheus, promtool), and a
+# virtualenv (.venv) with requirements.txt.
 # Idempotent and quiet when nothing is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client)
+apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -16,6 +17,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
   echo "setup: apt-get install ${missing[*]}" >&2
   apt-get update -qq
+  # installing must not start services on this machine (the prometheus package would start a
+  # server): a policy-rc.d that denies every start, only for the length of the install
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d
+    chmod 0755 /usr/sbin/policy-rc.d
+    trap 'rm -f /usr/sbin/policy-rc.d' EXIT
+  fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 py=${PYTHON:-python3}

@@ -6,6 +6,10 @@ The packages carry no driver: they install small shims that call the lab's hardw
 install paths (repo + key, pinned version, hold, services) run for real against a mirror,
 exactly as an air-gapped site points them at its internal mirror. Stdlib + dpkg-deb + gpg.
 
+The mirror also carries REAL Debian packages the roles install from the distro on a real node
+(DISTRO_PACKAGES, fetched with `apt-get download` on the host, which checks Debian's
+signatures), because the lab nodes' only apt source is this mirror.
+
     build.py OUTDIR     (cached: rebuilt only when this file changes)
 """
 
@@ -22,6 +26,7 @@ import time
 
 DRIVER_VERSIONS = ("550.127.05", "550.144.03")
 TOOLKIT_VERSION = "1.17.3"
+DISTRO_PACKAGES = ("prometheus-node-exporter",)
 SIM = "SIMULATED package for the rackforge lab (hwsim): no driver, no hardware access."
 
 SHIM = '#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} "$@"\n'
@@ -150,6 +155,27 @@ def build_deb(pkg, pool):
         return out
 
 
+def distro_debs(pool):
+    """The real Debian packages of DISTRO_PACKAGES, downloaded into the pool."""
+    cmd = ["apt-get", "download", "-q", "-o", "APT::Sandbox::User=root", *DISTRO_PACKAGES]
+    if subprocess.run(cmd, check=False, cwd=pool, stdout=subprocess.DEVNULL).returncode != 0:
+        subprocess.run(["apt-get", "update", "-qq"], check=True)  # stale package lists
+        subprocess.run(cmd, check=True, cwd=pool, stdout=subprocess.DEVNULL)
+    return sorted(os.path.join(pool, f) for f in os.listdir(pool) if f.endswith(".deb") and f.startswith(DISTRO_PACKAGES))
+
+
+def index_entry(deb, repo):
+    """The deb's stanza of the Packages index."""
+    control = subprocess.run(["dpkg-deb", "-f", deb], check=True, capture_output=True, text=True).stdout.rstrip("\n")
+    return "%s\nFilename: %s\nSize: %d\nMD5sum: %s\nSHA256: %s\n" % (
+        control,
+        os.path.relpath(deb, repo),
+        os.path.getsize(deb),
+        digest(deb, "md5"),
+        digest(deb, "sha256"),
+    )
+
+
 def digest(path, algo):
     h = hashlib.new(algo)
     with open(path, "rb") as fh:
@@ -174,14 +200,9 @@ def main():
     bindir = os.path.join(repo, "dists", "bookworm", "main", "binary-amd64")
     os.makedirs(pool)
     os.makedirs(bindir)
-    entries = []
-    for pkg in packages():
-        deb = build_deb(pkg, pool)
-        control = subprocess.run(["dpkg-deb", "-f", deb], check=True, capture_output=True, text=True).stdout.rstrip("\n")
-        entries.append(
-            "%s\nFilename: %s\nSize: %d\nMD5sum: %s\nSHA256: %s\n"
-            % (control, os.path.relpath(deb, repo), os.path.getsize(deb), digest(deb, "md5"), digest(deb, "sha256"))
-        )
+    distro = distro_debs(pool)
+    debs = [build_deb(pkg, pool) for pkg in packages()] + distro
+    entries = [index_entry(deb, repo) for deb in debs]
     packages_path = os.path.join(bindir, "Packages")
     with open(packages_path, "w") as fh:
         fh.write("\n".join(entries))
@@ -213,7 +234,7 @@ def main():
         gpg(home, "--armor", "--export", stdout=fh)
     with open(stamp, "w") as fh:
         fh.write(me + "\n")
-    print("mirror: %d simulated packages in %s" % (len(entries), repo))
+    print("mirror: %d packages (%d simulated, %d from Debian) in %s" % (len(entries), len(entries) - len(distro), len(distro), repo))
     return 0
 
 

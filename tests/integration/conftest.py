@@ -41,3 +41,25 @@ def node_state(name):
 def gpu_nodes():
     data = json.loads((ROOT / "lab" / ".state" / "lab.json").read_text())
     return sorted(n for n, h in data.items() if h["profile"])
+
+
+@pytest.fixture(scope="session")
+def converged(gpu_nodes):
+    """site.yml has converged the lab once in this session (healthy, nothing faulted)."""
+    first = playbook("site.yml")
+    assert first.returncode == 0, first.stdout[-3000:]
+    return first
+
+
+@pytest.fixture
+def faulted(gpu_nodes):
+    """inject(node, kind, key=value...): a simulator fault, cleared again after the test."""
+    injected = []
+
+    def inject(node, *fault):
+        lab("fault", node, *fault)
+        injected.append(node)
+
+    yield inject
+    for node in injected:
+        lab("fault", node, "clear")

@@ -5,15 +5,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from conftest import lab, node_state, playbook
-
-
-@pytest.fixture(scope="module")
-def converged(gpu_nodes):
-    first = playbook("site.yml")
-    assert first.returncode == 0, first.stdout[-3000:]
-    return first
+from conftest import node_state, playbook
 
 
 def test_second_run_changes_nothing(converged, gpu_nodes):
@@ -39,19 +31,6 @@ def test_fleet_summary(converged, gpu_nodes, tmp_path):
     assert sum(g["active_links"] for g in h100["health"]["gpus"]) == 8 * 18
     assert len(h100["health"]["ports"]) == 8
     assert '<td class="ok">healthy</td>' in (tmp_path / "fleet.html").read_text()
-
-
-@pytest.fixture
-def faulted(gpu_nodes):
-    injected = []
-
-    def inject(node, *fault):
-        lab("fault", node, *fault)
-        injected.append(node)
-
-    yield inject
-    for node in injected:
-        lab("fault", node, "clear")
 
 
 def test_preflight_missing_gpu_fails_that_host_and_changes_nothing(converged, gpu_nodes, faulted):

@@ -62,3 +62,28 @@ def test_health_metrics_published(host):
     prom = host.file("/var/lib/prometheus/node-exporter/rackforge.prom")
     assert prom.contains("^rackforge_node_healthy 1$")
     assert prom.mode == 0o644
+
+
+def test_node_exporter_listens_on_the_management_address_only(host):
+    svc = host.service("prometheus-node-exporter")
+    assert svc.is_enabled and svc.is_running
+    mgmt = host.ansible.get_variables()["rackforge_mgmt_address"]
+    assert host.socket("tcp://%s:9100" % mgmt).is_listening
+    assert not host.socket("tcp://0.0.0.0:9100").is_listening
+    fetch = "import urllib.request; print(urllib.request.urlopen('http://%s:9100/metrics').read().decode())" % mgmt
+    metrics = host.check_output('python3 -c "%s"' % fetch)
+    assert "rackforge_node_healthy 1" in metrics
+    assert 'node_systemd_unit_state{name="nvidia-persistenced.service",state="active",type="simple"} 1' in metrics
+
+
+def test_dcgm_counters_enable_nvlink_errors_and_ecc(host):
+    counters = host.file("/etc/rackforge/dcgm-exporter/counters.csv")
+    assert counters.mode == 0o644
+    enabled = {line.split(",")[0] for line in counters.content_string.splitlines() if line and not line.startswith("#")}
+    assert {
+        "DCGM_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+        "DCGM_FI_DEV_XID_ERRORS",
+    } <= enabled
