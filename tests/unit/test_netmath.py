@@ -1,0 +1,118 @@
+"""The network filters: the PFC headroom ground-truth table, buffers, TCP sizing, addresses."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import sys
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "filter_plugins"))
+import rackforge_net
+
+F = rackforge_net.FilterModule().filters()
+
+# xoff = (301 + 2.16 * cable_m) * max(Gbps, 40) + 2.72 * MTU, worked out by hand for this table
+# (e.g. 25G, 3 m, 4200: (301 + 6.48) * 40 + 11424 = 23723.2 -> 23724; 400G, 100 m, 9000:
+# 517 * 400 + 24480 = 231280). 100G, 7 m, 9000 is the 56.1 KB of the mlx5 guidance.
+HEADROOM = {
+    (25, 3): (23724, 36780),
+    (25, 7): (24069, 37125),
+    (25, 30): (26056, 39112),
+    (25, 100): (32104, 45160),
+    (100, 3): (42172, 55228),
+    (100, 7): (43036, 56092),
+    (100, 30): (48004, 61060),
+    (100, 100): (63124, 76180),
+    (200, 3): (72920, 85976),
+    (200, 7): (74648, 87704),
+    (200, 30): (84584, 97640),
+    (200, 100): (114824, 127880),
+    (400, 3): (134416, 147472),
+    (400, 7): (137872, 150928),
+    (400, 30): (157744, 170800),
+    (400, 100): (218224, 231280),
+}
+
+
+@pytest.mark.parametrize(("speed", "cable", "mtu"), [(s, c, m) for (s, c) in HEADROOM for m in (4200, 9000)])
+def test_pfc_headroom_ground_truth(speed, cable, mtu):
+    assert F["pfc_headroom"](speed, cable, mtu) == HEADROOM[(speed, cable)][mtu == 9000]
+
+
+def test_speed_is_floored_at_40g():
+    assert F["pfc_headroom"](10, 7, 9000) == F["pfc_headroom"](40, 7, 9000) == F["pfc_headroom"](25, 7, 9000)
+
+
+def test_defaults_are_7m_and_mtu_9000():
+    assert F["pfc_headroom"](100) == 56092
+
+
+def test_lossless_buffer_holds_xoff_mtu_and_a_cell():
+    # 56092 + 9000 + 128 = 65220 -> 510 cells of 128 bytes = 65280
+    assert F["pfc_lossless_buffer"](100, 7, 9000) == 65280
+    assert F["pfc_lossless_buffer"](400, 100, 9000) % 128 == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ((100, 0, 9000), "cable_m must be in 1..1000 m, got 0"),
+        ((100, 5000, 9000), "cable_m must be in 1..1000 m, got 5000"),
+        ((100, 7, 900), "mtu must be in 1500..9978 bytes, got 900"),
+        (("fast", 7, 9000), "speed_gbps must be a number"),
+    ],
+)
+def test_bad_input_names_the_parameter(args, needle):
+    with pytest.raises(AnsibleFilterError, match=needle):
+        F["pfc_headroom"](*args)
+
+
+def test_dscp_to_tos():
+    assert F["dscp_to_tos"](26) == 106  # RoCE v2 default DSCP 26 with ECT(0)
+    assert F["dscp_to_tos"](48, 0) == 192
+    with pytest.raises(AnsibleFilterError, match=re.escape("dscp must be in 0..63, got 64")):
+        F["dscp_to_tos"](64)
+
+
+def test_tcp_buffer_sizes_from_bdp():
+    # 400 Gb/s x 1 ms = 50 MB BDP -> 2 x BDP = 100 MB -> 128 MiB
+    big = F["tcp_buffer_sizes"](400, 1)
+    assert big["bdp_bytes"] == 50_000_000 and big["net.core.rmem_max"] == 134217728
+    assert big["net.ipv4.tcp_rmem"] == "4096 87380 134217728"
+    # a small BDP never drops below the deployment-guide default of 16 MiB
+    small = F["tcp_buffer_sizes"](25, 0.1)
+    assert small["net.core.wmem_max"] == 16777216 and small["net.ipv4.tcp_wmem"] == "4096 65536 16777216"
+    # and never above what the kernel accepts
+    assert F["tcp_buffer_sizes"](400, 200)["net.core.rmem_max"] == 2147483647
+
+
+def test_cidrs_overlap():
+    assert F["cidrs_overlap"](["10.0.0.0/16", "10.1.0.0/16", "192.168.0.0/24"]) == []
+    named = {"pod": "10.244.0.0/16", "service": "10.96.0.0/12", "rdma": "10.244.8.0/24"}
+    assert F["cidrs_overlap"](named) == [["pod", "rdma"]]
+    with pytest.raises(AnsibleFilterError, match=re.escape("'10.0.0.300/8' is not a CIDR")):
+        F["cidrs_overlap"](["10.0.0.300/8"])
+
+
+FACTS = {
+    "interfaces": ["lo", "eno1", "ens1np0", "ens2np0"],
+    "lo": {"ipv4": {"address": "127.0.0.1"}},
+    "eno1": {"ipv4": {"address": "192.0.2.11"}},
+    "ens1np0": {"ipv4": {"address": "10.200.0.11"}},
+    "ens2np0": {"ipv4": {"address": "10.200.1.11"}, "ipv4_secondaries": [{"address": "10.201.0.11"}]},
+}
+
+
+def test_interface_for_cidr_picks_the_management_nic():
+    assert F["interface_for_cidr"](FACTS, "192.0.2.0/24") == {"interface": "eno1", "address": "192.0.2.11"}
+    assert F["interface_for_cidr"](FACTS, "10.201.0.0/24")["interface"] == "ens2np0"
+
+
+def test_interface_for_cidr_refuses_ambiguity_and_absence():
+    with pytest.raises(AnsibleFilterError, match=re.escape("found ens1np0 (10.200.0.11), ens2np0 (10.200.1.11)")):
+        F["interface_for_cidr"](FACTS, "10.200.0.0/16")
+    with pytest.raises(AnsibleFilterError, match="found none"):
+        F["interface_for_cidr"](FACTS, "172.16.0.0/12")
