@@ -4,6 +4,8 @@
 One multi-call program. Called as `nvidia-smi`, `ibstat`, `ibv_devinfo`, `rdma`, `mlnx_qos`,
 `ethtool`, `show_gids` it prints output in the exact formats of the real tools (checked by
 tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Called as
+`modinfo`, `modprobe`, `lsmod` it simulates the node's kernel modules (a container cannot load
+real ones): the parameter lists are those of Debian 12's kernel (see KERNEL_MODULES). Called as
 `hwsim` it administers the simulated node: `init`, `boot`, `fault`, `state`.
 
 State:
@@ -44,6 +46,39 @@ FAULTS = {
     "nvlink_errors": "GPU <gpu> link <link> gains <count> replay/recovery/CRC errors",
     "pause_storm": "<ca> reports <count> tx_pause_storm_error_events (the NIC cut off a PFC pause storm)",
 }
+
+
+# Kernel modules of the simulated kernel: `modinfo -p` of Debian 12's linux-image-6.1.0-57-amd64
+# (captured into tests/fixtures/captured/modinfo-p-debian12-6.1.0-57.txt). Inbox ib_uverbs has
+# no parameters: `disable_raw_qp_enforcement` exists only in MLNX_OFED's ib_uverbs, and
+# `disable_raw_qp` exists nowhere.
+KERNEL_VERSION = "6.1.0-57-amd64"
+KERNEL_MODULES = {
+    "mlx5_core": {
+        "depends": [],
+        "params": [
+            ("debug_mask", "debug mask: 1 = dump cmd data, 2 = dump cmd exec time, 3 = both. Default=0", "uint", "0"),
+            ("prof_sel", "profile selector. Valid range 0 - 2", "uint", "2"),
+        ],
+    },
+    "ib_core": {
+        "depends": [],
+        "params": [
+            ("send_queue_size", "Size of send queue in number of work requests", "int", "128"),
+            ("recv_queue_size", "Size of receive queue in number of work requests", "int", "512"),
+            ("netns_mode", "Share device among net namespaces; default=1 (shared)", "bool", "Y"),
+            ("force_mr", "Force usage of MRs for RDMA READ/WRITE operations", "bool", "N"),
+        ],
+    },
+    "mlx5_ib": {"depends": ["mlx5_core", "ib_core", "ib_uverbs"], "params": []},
+    "ib_uverbs": {"depends": ["ib_core"], "params": []},
+    "rdma_cm": {"depends": ["ib_core"], "params": []},
+    "rdma_ucm": {"depends": ["rdma_cm", "ib_uverbs", "ib_core"], "params": []},
+    "ib_umad": {"depends": ["ib_core"], "params": []},
+    "tcp_bbr": {"depends": [], "params": []},
+}
+# loaded by the hardware (PCI/auxiliary device probe) at every boot, before modules-load.d
+BOOT_MODULES = ("mlx5_core", "ib_core", "mlx5_ib", "ib_uverbs")
 
 
 # ----------------------------------------------------------------------------- state helpers
@@ -224,6 +259,8 @@ def render_sysfs():
         for point in ("roce_np", "roce_rp"):
             for prio in range(8):
                 _write(os.path.join(net, "ecn", point, "enable", str(prio)), 0)
+        _write(os.path.join(net, "ecn", "roce_np", "cnp_dscp"), 48)
+        _write(os.path.join(net, "ecn", "roce_np", "cnp_802p_prio"), 6)
     _write(os.path.join(SYSFS, ".hwsim"), "simulated sysfs tree, profile %s" % prof["name"])
 
 
@@ -1045,6 +1082,131 @@ def ethtool(args):
     return 0
 
 
+# ----------------------------------------------------------------------------- kernel modules
+def loaded_modules():
+    return _load(os.path.join(RUN, "modules.json"), [])
+
+
+def _module_options(name):
+    """{param: value} from `options NAME k=v ...` lines in /etc/modprobe.d/*.conf."""
+    opts = {}
+    conf_dir = os.environ.get("HWSIM_MODPROBE_D", "/etc/modprobe.d")
+    if not os.path.isdir(conf_dir):
+        return opts
+    for fname in sorted(os.listdir(conf_dir)):
+        if not fname.endswith(".conf"):
+            continue
+        with open(os.path.join(conf_dir, fname)) as fh:
+            for line in fh:
+                words = line.split("#", 1)[0].split()
+                if len(words) >= 3 and words[0] == "options" and words[1] == name:
+                    opts.update(w.split("=", 1) for w in words[2:] if "=" in w)
+    return opts
+
+
+def load_module(name, cli_opts=None):
+    """modprobe: load dependencies first; parameters from modprobe.d, then the command line.
+    An unknown parameter is ignored with a warning, as the real kernel does."""
+    mods = loaded_modules()
+    if name in mods:
+        return 0
+    for dep in KERNEL_MODULES[name]["depends"]:
+        load_module(dep)
+        mods = loaded_modules()
+    opts = dict(_module_options(name), **(cli_opts or {}))
+    known = {p[0]: p[3] for p in KERNEL_MODULES[name]["params"]}
+    base = os.path.join(SYSFS, "module", name)
+    os.makedirs(base, exist_ok=True)
+    _write(os.path.join(base, "initstate"), "live")
+    for param, default in known.items():
+        _write(os.path.join(base, "parameters", param), opts.get(param, default))
+    for param in sorted(set(opts) - set(known)):
+        sys.stderr.write("%s: unknown parameter '%s' ignored\n" % (name, param))
+    if name == "rdma_cm":
+        # configfs rdma_cm: the real directory per device appears on mkdir; the simulator
+        # shows it ready-made, with the kernel's defaults
+        for nic in profile()["nics"]:
+            port = os.path.join(SYSFS, "kernel/config/rdma_cm", nic["ca"], "ports/1")
+            _write(os.path.join(port, "default_roce_mode"), "RoCE v2")
+            _write(os.path.join(port, "default_roce_tos"), 0)
+    mods.append(name)
+    _save(os.path.join(RUN, "modules.json"), mods)
+    return 0
+
+
+def modprobe(args):
+    flags = [a for a in args if a.startswith("-")]
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        sys.stderr.write("modprobe: ERROR: missing parameters. See -h.\n")
+        return 1
+    if "-r" in flags or "--remove" in flags:
+        mods = loaded_modules()
+        for name in words:
+            if name in mods:
+                mods.remove(name)
+                shutil.rmtree(os.path.join(SYSFS, "module", name), ignore_errors=True)
+        _save(os.path.join(RUN, "modules.json"), mods)
+        return 0
+    name = words[0].replace("-", "_")
+    if name not in KERNEL_MODULES:
+        sys.stderr.write("modprobe: FATAL: Module %s not found in directory /lib/modules/%s\n" % (words[0], KERNEL_VERSION))
+        return 1
+    if "-n" in flags or "--dry-run" in flags:
+        return 0
+    return load_module(name, dict(w.split("=", 1) for w in words[1:] if "=" in w))
+
+
+def modinfo(args):
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        sys.stderr.write("modinfo: ERROR: missing module or filename.\n")
+        return 1
+    rc = 0
+    for word in words:
+        name = word.replace("-", "_")
+        mod = KERNEL_MODULES.get(name)
+        if mod is None:
+            sys.stderr.write("modinfo: ERROR: Module %s not found.\n" % word)
+            rc = 1
+            continue
+        params = ["%s:%s (%s)" % (p, desc, kind) for p, desc, kind, _ in mod["params"]]
+        if "-p" in args or "--parameters" in args:
+            sys.stdout.write("".join(line + "\n" for line in params))
+            continue
+        sys.stdout.write("filename:       /lib/modules/%s/kernel/simulated/%s.ko\n" % (KERNEL_VERSION, name))
+        sys.stdout.write("depends:        %s\n" % ",".join(mod["depends"]))
+        sys.stdout.write("vermagic:       %s SMP preempt mod_unload modversions\n" % KERNEL_VERSION)
+        for line in params:
+            sys.stdout.write("parm:           %s\n" % line)
+    return rc
+
+
+def lsmod(_args):
+    rows = ["Module                  Size  Used by"]
+    mods = loaded_modules()
+    for name in sorted(mods):
+        users = [m for m in mods if name in KERNEL_MODULES[m]["depends"]]
+        rows.append("%-19s %9d  %d %s" % (name, 16384, len(users), ",".join(users)))
+    sys.stdout.write("\n".join(rows) + "\n")
+    return 0
+
+
+def boot_modules():
+    """What a boot loads: the hardware's drivers, then /etc/modules-load.d (systemd-modules-load)."""
+    for name in BOOT_MODULES:
+        load_module(name)
+    conf_dir = os.environ.get("HWSIM_MODULES_LOAD_D", "/etc/modules-load.d")
+    if os.path.isdir(conf_dir):
+        for fname in sorted(os.listdir(conf_dir)):
+            if fname.endswith(".conf"):
+                with open(os.path.join(conf_dir, fname)) as fh:
+                    for line in fh:
+                        name = line.split("#", 1)[0].strip().replace("-", "_")
+                        if name in KERNEL_MODULES:
+                            load_module(name)
+
+
 # ----------------------------------------------------------------------------- admin
 def admin(args):
     usage = (
@@ -1078,6 +1240,7 @@ def admin(args):
         if version:
             _save(os.path.join(RUN, "driver.json"), {"version": version})
         render_sysfs()
+        boot_modules()
         return 0
     if cmd == "load-driver":
         # the driver package's postinst: modprobe succeeds when no other version is loaded
@@ -1141,15 +1304,14 @@ def render_sysfs_keep_runtime():
         for name in files:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, SYSFS)
-            if "/ecn/" in rel or rel.endswith("/mtu") or rel.endswith("traffic_class"):
+            if "/ecn/" in rel or rel.endswith("/mtu") or rel.endswith("traffic_class") or rel.startswith(("module/", "kernel/config/")):
                 with open(path) as fh:
                     keep[rel] = fh.read()
     render_sysfs()
     for rel, value in keep.items():
         path = os.path.join(SYSFS, rel)
-        if os.path.exists(path):
-            with open(path, "w") as fh:
-                fh.write(value)
+        if os.path.exists(path) or rel.startswith(("module/", "kernel/config/")):
+            _write(path, value.rstrip("\n"))
 
 
 TOOLS = {
@@ -1160,6 +1322,9 @@ TOOLS = {
     "show_gids": show_gids,
     "mlnx_qos": mlnx_qos,
     "ethtool": ethtool,
+    "modinfo": modinfo,
+    "modprobe": modprobe,
+    "lsmod": lsmod,
     "hwsim": admin,
 }
 

@@ -25,9 +25,12 @@ class Sim:
             HWSIM_DRIVER_FILE=str(self.tmp / "driver-version"),
             HWSIM_FM_FILE=str(self.tmp / "fm-version"),
             HWSIM_ALLOW_NONROOT="1",
+            HWSIM_MODPROBE_D=str(self.tmp / "etc" / "modprobe.d"),
+            HWSIM_MODULES_LOAD_D=str(self.tmp / "etc" / "modules-load.d"),
             PATH="%s:%s" % (self.bin, os.environ["PATH"]),
         )
-        for tool in ("nvidia-smi", "ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "hwsim"):
+        tools = ("nvidia-smi", "ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
+        for tool in tools:
             link = self.bin / tool
             link.write_text('#!/bin/sh\nexec %s %s %s "$@"\n' % (sys.executable, HWSIM, tool))
             link.chmod(0o755)

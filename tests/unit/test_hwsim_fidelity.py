@@ -189,3 +189,39 @@ def test_upgrade_without_reboot_is_a_version_mismatch(tmp_path):
     (s.tmp / "driver-version").write_text("550.144.03\n")
     res = s.run("nvidia-smi", "-L", check=False)
     assert res.returncode != 0 and "Driver/library version mismatch" in res.stdout
+
+
+def test_simulated_modinfo_matches_the_debian_kernel_capture(tmp_path):
+    from conftest import ROOT
+
+    text = (ROOT / "tests" / "fixtures" / "captured" / "modinfo-p-debian12-6.1.0-57.txt").read_text()
+    sim = Sim(tmp_path)
+    for block in text.split("### modinfo -p ")[1:]:
+        name, _, body = block.partition("\n")
+        assert sim.run("modinfo", "-p", name) == body, name
+
+
+def test_simulated_modprobe_loads_dependencies_and_options(tmp_path):
+    sim = Sim(tmp_path)
+    conf = sim.tmp / "etc" / "modprobe.d"
+    conf.mkdir(parents=True)
+    (conf / "rdma.conf").write_text("options ib_core netns_mode=0\noptions ib_uverbs disable_raw_qp=0\n")
+    sim.run("modprobe", "-r", "mlx5_ib", "ib_uverbs", "ib_core")
+    res = sim.run("modprobe", "rdma_ucm", check=False)
+    assert res.returncode == 0
+    assert "ib_uverbs: unknown parameter 'disable_raw_qp' ignored" in res.stderr  # as the kernel does
+    assert (sim.sysfs / "module" / "ib_core" / "parameters" / "netns_mode").read_text() == "0\n"
+    assert {"rdma_cm", "rdma_ucm", "ib_uverbs"} <= set(sim.run("lsmod").split())
+    assert (sim.sysfs / "kernel/config/rdma_cm/mlx5_0/ports/1/default_roce_mode").read_text() == "RoCE v2\n"
+    missing = sim.run("modprobe", "no_such_mod", check=False)
+    assert missing.returncode == 1 and "Module no_such_mod not found" in missing.stderr
+
+
+def test_boot_loads_the_hardware_drivers_and_modules_load_d(tmp_path):
+    sim = Sim(tmp_path)
+    assert "rdma_ucm" not in sim.run("lsmod")
+    loadd = sim.tmp / "etc" / "modules-load.d"
+    loadd.mkdir(parents=True)
+    (loadd / "rackforge-rdma.conf").write_text("# comment\nrdma_ucm\n")
+    sim.run("hwsim", "boot")
+    assert {"mlx5_core", "mlx5_ib", "ib_uverbs", "rdma_ucm"} <= set(sim.run("lsmod").split())
