@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 STATE = os.path.join(HERE, ".state")
+CONTROL_DIR = os.path.join(STATE, "ssh-control")  # the lab's SSH masters
 INVENTORY = os.path.join(ROOT, "inventories", "lab")
 PREFIX = "rackforge-lab"
 NETWORK = PREFIX
@@ -38,7 +40,7 @@ LABEL = "io.rackforge.lab=1"
 # (raising them is refused here), the label `down` removes by
 BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--label", LABEL]
 NODE_FLAGS = [*BASE_FLAGS, "--systemd=always", "--cap-add", "NET_ADMIN"]
-NIC_TOOLS = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids")
+NIC_TOOLS = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod")
 
 
 def sh(cmd, check=True, capture=True, inp=None):
@@ -313,6 +315,8 @@ def write_inventory(hosts, key, all_profiles):
         "ansible_ssh_private_key_file": key,
         # the lab's throwaway containers get new host keys on every start: only here is checking off
         "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",
+        # a lab-only SSH control directory, so that `lab.py reboot` can drop the stale masters
+        "ansible_control_path_dir": CONTROL_DIR,
         "rackforge_lab": True,
         "rackforge_sysfs_root": "/var/lib/hwsim/sys",
         "rackforge_lab_mirror": "http://%s" % MIRROR_IP,
@@ -357,7 +361,30 @@ def cmd_reboot(opts):
     cname = container(opts.name)
     podman("restart", "-t", "5", cname)
     wait_running(cname)
+    # the SSH masters of the old boot hang on the dead connection: drop them (lab nodes only)
+    if os.path.isdir(CONTROL_DIR):
+        for sock in os.listdir(CONTROL_DIR):
+            os.remove(os.path.join(CONTROL_DIR, sock))
+    node = json.load(open(os.path.join(STATE, "lab.json")))[opts.name]
+    # the restarted container has a new veth (new MAC) behind the same IP: forget the old one
+    sh(["ip", "neigh", "flush", "to", node["ip"]], check=False)
+    wait_ssh(node["port"])
     print("lab: %s rebooted (simulated: container restart, /run cleared)" % opts.name)
+
+
+def wait_ssh(port, timeout=60):
+    """Until sshd answers with its banner on the published 127.0.0.1 port."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
+                if conn.recv(4).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            sys.exit("lab: sshd on 127.0.0.1:%d did not answer within %ds" % (port, timeout))
+        time.sleep(0.5)
 
 
 def cmd_exec(opts):

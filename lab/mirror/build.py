@@ -26,7 +26,24 @@ import time
 
 DRIVER_VERSIONS = ("550.127.05", "550.144.03")
 TOOLKIT_VERSION = "1.17.3"
-DISTRO_PACKAGES = ("prometheus-node-exporter",)
+# what the roles install from the distro, plus the dependencies the lab image lacks
+DISTRO_PACKAGES = (
+    "prometheus-node-exporter",
+    "rdma-core",
+    "ibverbs-providers",
+    "ibverbs-utils",
+    "infiniband-diags",
+    "rdmacm-utils",
+    "libibverbs1",
+    "librdmacm1",
+    "libibmad5",
+    "libibnetdisc5",
+    "libibumad3",
+    "libnl-3-200",
+    "libnl-route-3-200",
+    "lsb-base",
+    "udev",
+)
 SIM = "SIMULATED package for the rackforge lab (hwsim): no driver, no hardware access."
 
 SHIM = '#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} "$@"\n'
@@ -161,7 +178,7 @@ def distro_debs(pool):
     if subprocess.run(cmd, check=False, cwd=pool, stdout=subprocess.DEVNULL).returncode != 0:
         subprocess.run(["apt-get", "update", "-qq"], check=True)  # stale package lists
         subprocess.run(cmd, check=True, cwd=pool, stdout=subprocess.DEVNULL)
-    return sorted(os.path.join(pool, f) for f in os.listdir(pool) if f.endswith(".deb") and f.startswith(DISTRO_PACKAGES))
+    return sorted(os.path.join(pool, f) for f in os.listdir(pool) if f.endswith(".deb") and f.split("_")[0] in DISTRO_PACKAGES)
 
 
 def index_entry(deb, repo):
@@ -193,8 +210,11 @@ def main():
     me = digest(__file__, "sha256")
     if os.path.exists(stamp) and open(stamp).read().strip() == me:
         return 0
-    if os.path.isdir(out):
-        shutil.rmtree(out)
+    # empty the directory but keep it: the running mirror container bind-mounts it
+    os.makedirs(out, exist_ok=True)
+    for entry in os.listdir(out):
+        path = os.path.join(out, entry)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     repo = os.path.join(out, "vendor")
     pool = os.path.join(repo, "pool", "main")
     bindir = os.path.join(repo, "dists", "bookworm", "main", "binary-amd64")
@@ -211,7 +231,7 @@ def main():
     dist = os.path.join(repo, "dists", "bookworm")
     lines = [
         "Origin: rackforge-lab",
-        "Label: rackforge lab mirror (SIMULATED vendor packages)",
+        "Label: rackforge lab mirror (SIMULATED vendor packages, real Debian packages)",
         "Suite: bookworm",
         "Codename: bookworm",
         "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
