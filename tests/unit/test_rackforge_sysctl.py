@@ -1,0 +1,87 @@
+"""rackforge_sysctl on a fake /proc/sys: host scope applies everything that differs; in a
+container only per-namespace net.* keys, and nothing when the host netns is shared."""
+
+from __future__ import annotations
+
+import errno
+import json
+
+import pytest
+import rackforge_sysctl
+from ansible.module_utils.testing import patch_module_args
+
+SETTINGS = {
+    "net.core.rmem_max": 16777216,
+    "net.ipv4.tcp_rmem": "4096 87380 16777216",
+    "net.ipv4.tcp_congestion_control": "bbr",
+    "vm.swappiness": 10,
+}
+
+
+def proc(tmp_path, keys):
+    for key, value in keys.items():
+        path = tmp_path.joinpath(*key.split("."))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("%s\n" % value)
+    return tmp_path
+
+
+def run(args, capsys):
+    with patch_module_args(args), pytest.raises(SystemExit):
+        rackforge_sysctl.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_host_scope_applies_what_differs(tmp_path, capsys):
+    root = proc(
+        tmp_path, {"net.core.rmem_max": 212992, "net.ipv4.tcp_rmem": "4096\t131072\t6291456", "net.ipv4.tcp_congestion_control": "bbr"}
+    )
+    res = run({"settings": SETTINGS, "scope": "host", "proc_root": str(root)}, capsys)
+    assert res["changed"] and res["applied"] == ["net.core.rmem_max", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem"]
+    assert res["skipped"] == [{"key": "vm.swappiness", "reason": "not present in this kernel"}]
+    assert (root / "net/ipv4/tcp_rmem").read_text() == "4096 87380 16777216\n"
+    again = run({"settings": SETTINGS, "scope": "host", "proc_root": str(root)}, capsys)
+    assert not again["changed"]
+
+
+def test_netns_scope_never_touches_host_wide_keys(tmp_path, capsys):
+    # a container netns on an older kernel: net.core.rmem_max is host-wide, so not visible
+    root = proc(tmp_path, {"net.ipv4.tcp_rmem": "4096 131072 6291456", "vm.swappiness": 60})
+    res = run({"settings": SETTINGS, "scope": "netns", "proc_root": str(root)}, capsys)
+    assert res["applied"] == ["net.ipv4.tcp_rmem"]
+    reasons = {s["key"]: s["reason"] for s in res["skipped"]}
+    assert reasons["vm.swappiness"].startswith("host-wide key") and (root / "vm/swappiness").read_text() == "60\n"
+    assert reasons["net.core.rmem_max"] == "not in this network namespace (host-wide key)"
+
+
+def test_container_on_the_host_netns_applies_nothing(tmp_path, capsys):
+    root = proc(tmp_path, {"net.core.netdev_max_backlog": 1000, "net.ipv4.tcp_rmem": "4096 131072 6291456"})
+    res = run({"settings": SETTINGS, "scope": "netns", "proc_root": str(root)}, capsys)
+    assert res["applied"] == [] and not res["changed"]
+    assert (root / "net/ipv4/tcp_rmem").read_text() == "4096 131072 6291456\n"
+
+
+def test_read_only_proc_is_reported(tmp_path, capsys, monkeypatch):
+    root = proc(tmp_path, {"net.ipv4.tcp_rmem": "4096 131072 6291456"})
+    real_open = open
+
+    def read_only_open(path, mode="r", *args, **kwargs):  # podman mounts /proc/sys read-only
+        if "w" in mode:
+            raise OSError(errno.EROFS, "Read-only file system")
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(rackforge_sysctl, "open", read_only_open, raising=False)
+    res = run({"settings": {"net.ipv4.tcp_rmem": "4096 87380 16777216"}, "scope": "netns", "proc_root": str(root)}, capsys)
+    assert not res["changed"] and res["applied"] == []
+    assert res["skipped"] == [
+        {"key": "net.ipv4.tcp_rmem", "reason": "/proc/sys is read-only here (Read-only file system): persisted for boot"}
+    ]
+
+
+def test_check_mode_writes_nothing(tmp_path, capsys):
+    root = proc(tmp_path, {"net.ipv4.tcp_rmem": "4096 131072 6291456"})
+    res = run(
+        {"settings": {"net.ipv4.tcp_rmem": "4096 87380 16777216"}, "scope": "host", "proc_root": str(root), "_ansible_check_mode": True},
+        capsys,
+    )
+    assert res["changed"] and (root / "net/ipv4/tcp_rmem").read_text() == "4096 131072 6291456\n"
