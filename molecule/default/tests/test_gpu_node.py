@@ -87,3 +87,55 @@ def test_dcgm_counters_enable_nvlink_errors_and_ecc(host):
         "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
         "DCGM_FI_DEV_XID_ERRORS",
     } <= enabled
+
+
+def _roce_ports(host):
+    return [n["netdev"] for n in profile(host)["nics"] if n["role"] == "rdma"]
+
+
+def test_roce_ports_lossless_on_priority_3(host):
+    sysfs = "/var/lib/hwsim/sys"
+    for netdev in _roce_ports(host):
+        qos = host.check_output("mlnx_qos -i %s" % netdev)
+        assert "Priority trust state: dscp" in qos
+        assert "enabled     0   0   0   1   0   0   0   0" in qos, netdev
+        assert "Cable len: 7" in qos
+        for point in ("roce_np", "roce_rp"):
+            assert host.file("%s/class/net/%s/ecn/%s/enable/3" % (sysfs, netdev, point)).content_string.strip() == "1"
+            assert host.file("%s/class/net/%s/ecn/%s/enable/0" % (sysfs, netdev, point)).content_string.strip() == "0"
+        # mlx5 lists per-priority pause counters only for PFC-enabled priorities
+        stats = host.check_output("ethtool -S %s" % netdev)
+        assert "rx_prio3_pause:" in stats and "rx_prio0_pause:" not in stats
+
+
+def test_rdma_cm_defaults_to_roce_v2_with_dscp_26(host):
+    for nic in profile(host)["nics"]:
+        if nic["role"] != "rdma":
+            continue
+        port = "/var/lib/hwsim/sys/kernel/config/rdma_cm/%s/ports/1" % nic["ca"]
+        assert host.file(port + "/default_roce_mode").content_string.strip() == "RoCE v2"
+        assert host.file(port + "/default_roce_tos").content_string.strip() == "106"
+
+
+def test_rdma_modules_loaded_and_loaded_at_boot(host):
+    assert host.file("/etc/modules-load.d/rackforge-rdma.conf").content_string.split("\n")[1:4] == ["ib_uverbs", "rdma_ucm", "mlx5_ib"]
+    loaded = host.check_output("lsmod").split()
+    assert {"ib_uverbs", "rdma_ucm", "mlx5_ib"} <= set(loaded)
+    assert host.package("rdma-core").is_installed and host.package("infiniband-diags").is_installed
+
+
+def test_roce_boot_unit_enabled(host):
+    unit = host.service("rackforge-roce-qos")
+    assert unit.is_enabled
+    script = host.file("/usr/local/sbin/rackforge-roce-qos")
+    assert script.mode == 0o755 and "--pfc 0,0,0,1,0,0,0,0" in script.content_string
+
+
+def test_network_sysctl_file(host):
+    conf = host.file("/etc/sysctl.d/90-rackforge-network.conf")
+    assert conf.mode == 0o644
+    # lab inventory: bdp buffers for the 400g profile at 1 ms: 2 x 50 MB -> 128 MiB
+    assert "net.core.rmem_max = 134217728" in conf.content_string
+    assert "net.ipv4.tcp_rmem = 4096 87380 134217728" in conf.content_string
+    assert "net.core.default_qdisc = fq" in conf.content_string
+    assert "net.ipv4.tcp_congestion_control = bbr" in conf.content_string
