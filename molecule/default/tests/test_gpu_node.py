@@ -93,10 +93,19 @@ def _roce_ports(host):
     return [n["netdev"] for n in profile(host)["nics"] if n["role"] == "rdma"]
 
 
+# lossless buffer = xoff + MTU 9000 + 128 B in 128-byte cells, 7 m cable:
+# 400G: 150928 + 9128 = 160056 -> 160128; 100G: 56092 + 9128 = 65220 -> 65280
+LOSSLESS_BUFFER = {400: 160128, 100: 65280}
+
+
 def test_roce_ports_lossless_on_priority_3(host):
     sysfs = "/var/lib/hwsim/sys"
+    rate = {n["netdev"]: n["rate"] for n in profile(host)["nics"]}
     for netdev in _roce_ports(host):
         qos = host.check_output("mlnx_qos -i %s" % netdev)
+        lossless = LOSSLESS_BUFFER[rate[netdev]]
+        assert "Receive buffer size (bytes): %d,%d,0,0,0,0,0,0," % (262016 - lossless, lossless) in qos
+        assert "buffer      0   0   0   1   0   0   0   0" in qos
         assert "Priority trust state: dscp" in qos
         assert "enabled     0   0   0   1   0   0   0   0" in qos, netdev
         assert "Cable len: 7" in qos
