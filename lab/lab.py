@@ -104,14 +104,21 @@ WantedBy=sysinit.target
 
 
 def install_access(name, pub):
-    """The lab key for root, and no package source outside the lab: the roles add the lab
-    mirror (signed) as the vendor repository."""
+    """The lab key for root, and no package source outside the lab: the node's distro source is
+    the lab mirror's /debian (signed); the roles add its /vendor as the NVIDIA repository."""
+    key = open(os.path.join(STATE, "mirror", "rackforge-lab.asc")).read()
     script = f"""set -e
 install -d -m 0700 /root/.ssh
 printf '%s\\n' '{pub}' > /root/.ssh/authorized_keys
 chmod 0600 /root/.ssh/authorized_keys
 rm -f /etc/apt/sources.list.d/*
 : > /etc/apt/sources.list
+install -d -m 0755 /etc/apt/keyrings
+cat > /etc/apt/keyrings/rackforge-lab-distro.asc <<'KEY'
+{key}KEY
+echo 'deb [signed-by=/etc/apt/keyrings/rackforge-lab-distro.asc] http://{MIRROR_IP}/debian bookworm main' \\
+  > /etc/apt/sources.list.d/rackforge-lab-distro.list
+apt-get update -qq  # an installed server has its package lists
 """
     podman("exec", "-i", name, "bash", "-s", inp=script)
 
@@ -211,42 +218,75 @@ def cmd_up(opts):
     members = [("lab-cp1", CP_IP, None)] if opts.control_plane else []
     members += [(name, "10.89.77.%d" % (10 + i), prof) for i, (name, prof) in enumerate(node_profiles.items(), start=1)]
     for idx, (name, ip, prof) in enumerate(members):
-        cname = "%s-%s" % (PREFIX, name)
         port = SSH_BASE_PORT + idx
-        fresh = not exists("container", cname)
-        if fresh:
-            podman(
-                "run",
-                "-d",
-                "--name",
-                cname,
-                "--hostname",
-                name,
-                "--network",
-                NETWORK,
-                "--ip",
-                ip,
-                "-p",
-                "127.0.0.1:%d:22" % port,
-                *NODE_FLAGS,
-                image(),
-            )
-        else:
-            podman("start", cname)
-        wait_running(cname)
-        if fresh:
-            install_access(cname, pub)
-            if prof:
-                install_hwsim(cname, idx, prof)
-            for node_name, args in faults:
-                if node_name == name:
-                    podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
+        cname = start_node(name, ip, port, prof, idx, pub, [args for node_name, args in faults if node_name == name])
         hosts[name] = {"port": port, "ip": ip, "profile": prof, "container": cname}
     write_inventory(hosts, key, all_profiles)
     with open(os.path.join(STATE, "lab.json"), "w") as fh:
         json.dump(hosts, fh, indent=1)
     for name, h in hosts.items():
         print("lab: %-10s %-14s ssh 127.0.0.1:%d  profile %s" % (name, h["ip"], h["port"], h["profile"] or "control-plane"))
+
+
+def start_node(name, ip, port, prof, idx, pub, faults=()):
+    """Start (or restart) one lab container; a new one gets the lab key, hwsim and its faults."""
+    cname = "%s-%s" % (PREFIX, name)
+    fresh = not exists("container", cname)
+    if fresh:
+        podman(
+            "run",
+            "-d",
+            "--name",
+            cname,
+            "--hostname",
+            name,
+            "--network",
+            NETWORK,
+            "--ip",
+            ip,
+            "-p",
+            "127.0.0.1:%d:22" % port,
+            *NODE_FLAGS,
+            image(),
+        )
+    else:
+        podman("start", cname)
+    wait_running(cname)
+    if fresh:
+        install_access(cname, pub)
+        if prof:
+            install_hwsim(cname, idx, prof)
+        for args in faults:
+            podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
+    return cname
+
+
+FRESH_IP, FRESH_INDEX = "10.89.77.50", 50
+
+
+def cmd_fresh(opts):
+    """A never-converged node beside the shared lab, in its own inventory (inventories/lab/fresh.yml),
+    for check-mode runs against a fresh server; `lab.py fresh --remove` deletes it again."""
+    path = os.path.join(INVENTORY, "fresh.yml")
+    cname = "%s-%s" % (PREFIX, opts.name)
+    if opts.remove:
+        podman("rm", "-f", "-t", "2", cname, check=False)
+        if os.path.exists(path):
+            os.remove(path)
+        print("lab: removed %s" % opts.name)
+        return 0
+    if not exists("network", NETWORK):
+        sys.exit("lab: no lab network: run `lab.py up` first")
+    key = ssh_key()
+    port = SSH_BASE_PORT + FRESH_INDEX
+    start_node(opts.name, FRESH_IP, port, opts.profile, FRESH_INDEX, open(key + ".pub").read().strip())
+    wait_ssh(port)
+    entry = {"ansible_port": port, "rackforge_lab_ip": FRESH_IP, "rackforge_mgmt_address": FRESH_IP, "rackforge_hw_profile": opts.profile}
+    inv = {"all": {"children": {"gpu_nodes": {"hosts": {opts.name: entry}}}}}
+    with open(path, "w") as fh:
+        fh.write("---\n# Written by lab/lab.py fresh: one never-converged node.\n" + _yaml(inv) + "\n")
+    print("lab: %s %s ssh 127.0.0.1:%d profile %s (inventory %s)" % (opts.name, FRESH_IP, port, opts.profile, path))
+    return 0
 
 
 def _yaml(value, indent=0):
@@ -419,8 +459,13 @@ def main():
     fa.add_argument("name")
     fa.add_argument("kind")
     fa.add_argument("args", nargs="*")
+    fr = sub.add_parser("fresh", help="a never-converged node in inventories/lab/fresh.yml")
+    fr.add_argument("name", nargs="?", default="lab-fresh1")
+    fr.add_argument("--profile", default="hgx-h100-8gpu")
+    fr.add_argument("--remove", action="store_true")
     opts = parser.parse_args()
-    return {"up": cmd_up, "down": cmd_down, "reboot": cmd_reboot, "exec": cmd_exec, "fault": cmd_fault}[opts.cmd](opts) or 0
+    commands = {"up": cmd_up, "down": cmd_down, "reboot": cmd_reboot, "exec": cmd_exec, "fault": cmd_fault, "fresh": cmd_fresh}
+    return commands[opts.cmd](opts) or 0
 
 
 if __name__ == "__main__":

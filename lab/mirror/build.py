@@ -6,9 +6,9 @@ The packages carry no driver: they install small shims that call the lab's hardw
 install paths (repo + key, pinned version, hold, services) run for real against a mirror,
 exactly as an air-gapped site points them at its internal mirror. Stdlib + dpkg-deb + gpg.
 
-The mirror also carries REAL Debian packages the roles install from the distro on a real node
-(DISTRO_PACKAGES, fetched with `apt-get download` on the host, which checks Debian's
-signatures), because the lab nodes' only apt source is this mirror.
+A second repository, /debian, carries REAL Debian packages the roles install from the distro
+on a real node (DISTRO_PACKAGES, fetched with `apt-get download` on the host, which checks
+Debian's signatures): it is the lab nodes' only distro source, as a real server has one.
 
     build.py OUTDIR     (cached: rebuilt only when this file changes)
 """
@@ -204,25 +204,14 @@ def gpg(home, *args, **kw):
     return subprocess.run(["gpg", "--batch", "--quiet", "--homedir", home, *args], check=True, **kw)
 
 
-def main():
-    out = os.path.abspath(sys.argv[1])
-    stamp = os.path.join(out, ".stamp")
-    me = digest(__file__, "sha256")
-    if os.path.exists(stamp) and open(stamp).read().strip() == me:
-        return 0
-    # empty the directory but keep it: the running mirror container bind-mounts it
-    os.makedirs(out, exist_ok=True)
-    for entry in os.listdir(out):
-        path = os.path.join(out, entry)
-        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    repo = os.path.join(out, "vendor")
+def write_repo(repo, label, debs_for_pool, home):
+    """A signed apt repository (suite bookworm, component main) at repo/ with the debs that
+    debs_for_pool(pool) puts into its pool; returns how many packages it holds."""
     pool = os.path.join(repo, "pool", "main")
     bindir = os.path.join(repo, "dists", "bookworm", "main", "binary-amd64")
     os.makedirs(pool)
     os.makedirs(bindir)
-    distro = distro_debs(pool)
-    debs = [build_deb(pkg, pool) for pkg in packages()] + distro
-    entries = [index_entry(deb, repo) for deb in debs]
+    entries = [index_entry(deb, repo) for deb in debs_for_pool(pool)]
     packages_path = os.path.join(bindir, "Packages")
     with open(packages_path, "w") as fh:
         fh.write("\n".join(entries))
@@ -231,7 +220,7 @@ def main():
     dist = os.path.join(repo, "dists", "bookworm")
     lines = [
         "Origin: rackforge-lab",
-        "Label: rackforge lab mirror (SIMULATED vendor packages, real Debian packages)",
+        "Label: %s" % label,
         "Suite: bookworm",
         "Codename: bookworm",
         "Date: %s" % time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()),
@@ -244,17 +233,39 @@ def main():
         lines.append(" %s %d %s" % (digest(path, "sha256"), os.path.getsize(path), rel))
     with open(os.path.join(dist, "Release"), "w") as fh:
         fh.write("\n".join(lines) + "\n")
+    gpg(home, "--yes", "--clearsign", "-o", os.path.join(dist, "InRelease"), os.path.join(dist, "Release"))
+    gpg(home, "--yes", "-abs", "-o", os.path.join(dist, "Release.gpg"), os.path.join(dist, "Release"))
+    return len(entries)
+
+
+def main():
+    out = os.path.abspath(sys.argv[1])
+    stamp = os.path.join(out, ".stamp")
+    me = digest(__file__, "sha256")
+    if os.path.exists(stamp) and open(stamp).read().strip() == me:
+        return 0
+    # empty the directory but keep it: the running mirror container bind-mounts it
+    os.makedirs(out, exist_ok=True)
+    for entry in os.listdir(out):
+        path = os.path.join(out, entry)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     home = os.path.join(os.path.dirname(out), "gnupg")
     if not os.path.isdir(home):
         os.makedirs(home, mode=0o700)
         gpg(home, "--passphrase", "", "--quick-generate-key", "rackforge lab mirror <lab@rackforge.invalid>", "ed25519", "sign", "never")
-    gpg(home, "--yes", "--clearsign", "-o", os.path.join(dist, "InRelease"), os.path.join(dist, "Release"))
-    gpg(home, "--yes", "-abs", "-o", os.path.join(dist, "Release.gpg"), os.path.join(dist, "Release"))
+    # /vendor: what the roles add as the NVIDIA repository; /debian: the nodes' distro source
+    vendor = write_repo(
+        os.path.join(out, "vendor"),
+        "rackforge lab vendor mirror (SIMULATED NVIDIA packages)",
+        lambda pool: [build_deb(pkg, pool) for pkg in packages()],
+        home,
+    )
+    debian = write_repo(os.path.join(out, "debian"), "rackforge lab distro mirror (real Debian packages)", distro_debs, home)
     with open(os.path.join(out, "rackforge-lab.asc"), "w") as fh:
         gpg(home, "--armor", "--export", stdout=fh)
     with open(stamp, "w") as fh:
         fh.write(me + "\n")
-    print("mirror: %d packages (%d simulated, %d from Debian) in %s" % (len(entries), len(entries) - len(distro), len(distro), repo))
+    print("mirror: %d simulated vendor packages in %s/vendor, %d Debian packages in %s/debian" % (vendor, out, debian, out))
     return 0
 
 

@@ -33,6 +33,18 @@ CASES = [
     ({"monitoring_listen_address": "eth0"}, 'monitoring_listen_address must be an IP address (got "eth0")'),
     ({"monitoring_node_exporter_port": 70000}, "must be 1..65535 (got 70000"),
     ({"nvidia_driver_version": ""}, "nvidia_driver_version must be set to an exact version of branch 550"),
+    (
+        {
+            "gpu_tuning_clock_policy": "strict",
+            "gpu_tuning_models": {},
+            "gpu_tuning_settings": {"application_clocks": {"memory": 1500, "graphics": 1500}},
+        },
+        "gpu_tuning_settings: application_clocks (memory 1500, graphics 1500) MHz is not a supported pair on GPU 0",
+    ),
+    ({"gpu_tuning_models": {}, "gpu_tuning_settings": {"power_limit": 900}}, "gpu_tuning_settings: power_limit 900.0 W is outside"),
+    ({"gpu_tuning_models": {}, "gpu_tuning_settings": {"power_limit": 50}}, "gpu_tuning_settings: power_limit 50.0 W is outside"),
+    ({"gpu_tuning_settings": {"clocks": 1}}, "gpu_tuning_settings, gpu_tuning_models[model] and schedule settings take only"),
+    ({"gpu_tuning_clock_policy": "closest"}, "gpu_tuning_clock_policy strict or nearest (got closest)"),
 ]
 
 

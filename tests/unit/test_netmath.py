@@ -10,7 +10,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "filter_plugins"))
-import rackforge_net
+import rackforge as rackforge_net
 
 F = rackforge_net.FilterModule().filters()
 

@@ -148,3 +148,33 @@ def test_network_sysctl_file(host):
     assert "net.ipv4.tcp_rmem = 4096 87380 134217728" in conf.content_string
     assert "net.core.default_qdisc = fq" in conf.content_string
     assert "net.ipv4.tcp_congestion_control = bbr" in conf.content_string
+
+
+# lab inventory: H100 2619,1755 MHz + 600 W + locked 1410..1755; A100 PCIe "1500,1500" resolved
+# by the nearest policy to 1215,1410 + 225 W
+GPU_SETTINGS = {
+    "NVIDIA H100 80GB HBM3": ("2619 MHz", "1755 MHz", "600.00 W"),
+    "NVIDIA A100-PCIE-40GB": ("1215 MHz", "1410 MHz", "225.00 W"),
+}
+
+
+def test_gpus_show_the_requested_clocks_power_and_persistence(host):
+    fields = "name,clocks.applications.memory,clocks.applications.graphics,power.limit,persistence_mode"
+    rows = host.check_output("nvidia-smi --query-gpu=%s --format=csv,noheader" % fields).splitlines()
+    assert len(rows) == profile(host)["gpu"]["count"]
+    for row in rows:
+        name, mem, gr, power, persistence = (c.strip() for c in row.split(","))
+        assert (mem, gr, power) == GPU_SETTINGS[name]
+        assert persistence == "Enabled"
+
+
+def test_gpu_boot_unit_and_offpeak_timer(host):
+    unit = host.service("rackforge-gpu-tuning")
+    assert unit.is_enabled
+    script = host.file("/usr/local/sbin/rackforge-gpu-tuning").content_string
+    assert " -pl " in script and " -ac " in script
+    assert host.file("/etc/systemd/system/rackforge-gpu-tuning.service").contains("After=nvidia-persistenced.service")
+    timer = host.service("rackforge-gpu-tuning-offpeak.timer")
+    assert timer.is_enabled and timer.is_running
+    assert host.file("/etc/systemd/system/rackforge-gpu-tuning-offpeak.timer").contains("OnCalendar=\\*-\\*-\\* 22:00:00")
+    assert "-lgc 210,1005" in host.file("/usr/local/sbin/rackforge-gpu-tuning-offpeak").content_string

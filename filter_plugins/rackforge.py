@@ -1,7 +1,8 @@
-"""rackforge network filters: PFC headroom, TCP buffers, DSCP/ToS, and address helpers.
+"""rackforge filters: PFC headroom, TCP buffers, DSCP/ToS, address helpers, and the nearest
+supported GPU application-clock pair.
 
-The arithmetic lives in module_utils/rackforge/netmath.py (the roce_qos module uses the same
-code on the node); the address helpers use netaddr.
+The arithmetic lives in module_utils/rackforge/ (netmath.py, gpu.py), shared with the modules
+that use it on the node; the address helpers use netaddr.
 """
 
 from __future__ import annotations
@@ -17,22 +18,24 @@ except ImportError:  # pragma: no cover - requirements.txt installs it
     netaddr = None
 
 
-def _netmath():
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "rackforge", "netmath.py")
-    spec = importlib.util.spec_from_file_location("rackforge_netmath", path)
+def _module_util(name):
+    """Load module_utils/rackforge/<name>.py (shared with the modules) beside this directory."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "rackforge", name + ".py")
+    spec = importlib.util.spec_from_file_location("rackforge_" + name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-NETMATH = _netmath()
+NETMATH = _module_util("netmath")
+GPU = _module_util("gpu")
 
 
 def _wrap(fn):
     def filt(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
-        except NETMATH.NetMathError as exc:
+        except (NETMATH.NetMathError, GPU.GpuSettingError) as exc:
             raise AnsibleFilterError("%s: %s" % (fn.__name__, exc)) from exc
 
     filt.__name__ = fn.__name__
@@ -97,6 +100,7 @@ class FilterModule:
             "pfc_lossless_buffer": _wrap(NETMATH.pfc_lossless_buffer),
             "tcp_buffer_sizes": _wrap(NETMATH.tcp_buffer_sizes),
             "dscp_to_tos": _wrap(NETMATH.dscp_to_tos),
+            "nearest_clock_pair": _wrap(GPU.nearest_clock_pair),
             "cidrs_overlap": cidrs_overlap,
             "interface_for_cidr": interface_for_cidr,
         }

@@ -1,4 +1,5 @@
-"""RoCE QoS survives a reboot through the boot unit; the converged lab stays clean in check mode."""
+"""A reboot loses NIC QoS, GPU clocks and power limits (the simulator resets them as hardware
+does); the boot units restore them, and the node is then clean in check mode."""
 
 from __future__ import annotations
 
