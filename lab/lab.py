@@ -361,6 +361,10 @@ def write_inventory(hosts, key, all_profiles):
         "rackforge_sysfs_root": "/var/lib/hwsim/sys",
         "rackforge_lab_mirror": "http://%s" % MIRROR_IP,
         "rackforge_lab_mirror_key_sha256": sha256_file(os.path.join(STATE, "mirror", "rackforge-lab.asc")),
+        "rackforge_lab_runfiles": {
+            f[len("NVIDIA-Linux-x86_64-") : -len(".run")]: sha256_file(os.path.join(STATE, "mirror", "vendor", "runfile", f))
+            for f in sorted(os.listdir(os.path.join(STATE, "mirror", "vendor", "runfile")))
+        },
         "rackforge_hardware_profiles": {n: hardware_expectations(p) for n, p in all_profiles.items()},
     }
     with open(os.path.join(INVENTORY, "group_vars", "all", "lab.yml"), "w") as fh:

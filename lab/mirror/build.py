@@ -142,6 +142,43 @@ def packages():
     return pkgs
 
 
+RUNFILE_VERSION = DRIVER_VERSIONS[0]
+
+
+def runfile(version):
+    """A SIMULATED `NVIDIA-Linux-x86_64-<version>.run`: a shell script (the real one is a
+    self-extracting archive) that takes the deployment guides' options, installs the same
+    simulated driver files as the package and "loads" the driver."""
+    pkg = next(p for p in packages() if p["Package"].startswith("nvidia-driver-") and p["Version"].startswith(version))
+    lines = [
+        "#!/bin/sh",
+        "# SIMULATED NVIDIA driver runfile %s for the rackforge lab: no kernel module, no hardware access." % version,
+        "set -e",
+        'for a in "$@"; do',
+        '  case "$a" in',
+        "    --silent|--dkms|--no-opengl-files|--kernel-module-type=open|--kernel-module-type=proprietary|-m=kernel-open) ;;",
+        '    *) echo "ERROR: unknown option $a" >&2; exit 2;;',
+        "  esac",
+        "done",
+        '[ -x /usr/lib/hwsim/hwsim ] || { echo "ERROR: Unable to find a supported NVIDIA GPU (no lab simulator here)" >&2; exit 1; }',
+    ]
+    for rel, content in pkg["files"].items():
+        mode = "0755" if "/bin/" in "/" + rel else "0644"
+        lines += [
+            "mkdir -p /%s" % os.path.dirname(rel),
+            "cat > /%s <<'RACKFORGE_EOF'" % rel,
+            content.rstrip("\n"),
+            "RACKFORGE_EOF",
+            "chmod %s /%s" % (mode, rel),
+        ]
+    lines += [
+        "/usr/lib/hwsim/hwsim hwsim load-driver || true",
+        "systemctl daemon-reload >/dev/null 2>&1 || true",
+        'echo "SIMULATED: NVIDIA driver %s installed"' % version,
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def build_deb(pkg, pool):
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "DEBIAN"))
@@ -261,6 +298,9 @@ def main():
         home,
     )
     debian = write_repo(os.path.join(out, "debian"), "rackforge lab distro mirror (real Debian packages)", distro_debs, home)
+    os.makedirs(os.path.join(out, "vendor", "runfile"))
+    with open(os.path.join(out, "vendor", "runfile", "NVIDIA-Linux-x86_64-%s.run" % RUNFILE_VERSION), "w") as fh:
+        fh.write(runfile(RUNFILE_VERSION))
     with open(os.path.join(out, "rackforge-lab.asc"), "w") as fh:
         gpg(home, "--armor", "--export", stdout=fh)
     with open(stamp, "w") as fh:
