@@ -123,3 +123,15 @@ def test_rdma_excludes_management_and_counts():
     exclude = [netdevs[c] for c in ("mlx5_5", "mlx5_11")]
     findings, ports = h.evaluate_rdma(ibstat, {}, netdevs, {"count": 11, "exclude_netdevs": exclude})
     assert [f["check"] for f in findings] == ["rdma_port_count"] and len(ports) == 10
+
+
+def test_rdma_wrong_rate_is_named():
+    ibstat = {
+        "mlx5_0": {
+            "ca_type": "MT4129",
+            "firmware": "x",
+            "ports": {1: {"state": "Active", "physical_state": "LinkUp", "rate": 200, "link_layer": "Ethernet"}},
+        }
+    }
+    findings, _ = h.evaluate_rdma(ibstat, {}, {"mlx5_0": "ens1np0"}, {"count": 1, "rate": 400})
+    assert [(f["check"], f["message"]) for f in findings] == [("rdma_rate", "mlx5_0/1 (ens1np0): rate 200 Gb/s, expected 400 Gb/s")]

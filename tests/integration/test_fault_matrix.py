@@ -1,0 +1,39 @@
+"""Fault matrix: each injected fault excludes exactly the faulted node at the health gate with
+the finding named; the other nodes carry on."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import lab, playbook
+
+# (fault or action on the victim, text the gate must print)
+CASES = [
+    (("nvlink_inactive", "gpu=2", "links=7"), "NVLink(s) 7 inactive: 17 of 18 expected links active"),
+    (("gpu_links_all_inactive", "gpu=5"), "GPU 5"),
+    (("fabric_in_progress",), "In Progress"),
+    ("stop-fabricmanager", "nvidia-fabricmanager"),
+    (("nvlink_errors", "gpu=1", "link=3", "count=40"), "GPU 1"),
+    (("rdma_port_down", "ca=mlx5_3"), "mlx5_3/1 (ens4np0): port is Down/Disabled, expected Active/LinkUp"),
+    (("pfc_off", "ca=mlx5_6"), "mlx5_6/1 (ens7np0): PFC not enabled on lossless priority 3 (no rx_prio3_pause counter)"),
+    (("roce_mtu_1024", "ca=mlx5_0"), "mlx5_0/1 (ens1np0): RoCE active MTU 1024 with netdev MTU 9000, expected 4096"),
+    (("pause_storm", "ca=mlx5_2", "count=3"), "mlx5_2/1 (ens3np0): tx_pause_storm_error_events rose to 3 (baseline 0)"),
+]
+
+
+@pytest.mark.parametrize(("fault", "needle"), CASES, ids=[c[0] if isinstance(c[0], str) else c[0][0] for c in CASES])
+def test_fault_excludes_only_the_faulted_node(converged, gpu_nodes, faulted, fault, needle):
+    victim = gpu_nodes[0]  # an HGX H100 node with NVSwitches and 8 RoCE ports
+    if fault == "stop-fabricmanager":
+        lab("exec", victim, "systemctl", "stop", "nvidia-fabricmanager")
+    else:
+        faulted(victim, *fault)
+    try:
+        res = playbook("playbooks/health.yml")
+    finally:
+        if fault == "stop-fabricmanager":
+            lab("exec", victim, "systemctl", "start", "nvidia-fabricmanager")
+    assert res.returncode != 0
+    assert res.recap[victim]["failed"] == 1
+    assert all(res.recap[n]["failed"] == 0 for n in gpu_nodes if n != victim)
+    out = " ".join(res.stdout.split())
+    assert "%s: UNHEALTHY, excluded:" % victim in out and needle in out, out[-2500:]
