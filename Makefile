@@ -32,6 +32,8 @@ lint: setup
 	ruff format --check .
 	python3 scripts/check_argument_specs.py
 	python3 scripts/role_docs.py --check
+	python3 scripts/awx_surveys.py --check
+	ansible-playbook playbooks/awx_configure.yml --syntax-check
 	ansible-playbook -i inventories/example/hosts.yml site.yml --syntax-check
 	ansible-lint --profile production --strict
 
