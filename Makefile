@@ -56,4 +56,4 @@ integration: test-lab molecule
 test: lint unit integration
 
 clean:
-	rm -rf .cache reports/*.json reports/*.md reports/*.html
+	rm -rf .cache reports/*.json reports/*.md reports/*.html reports/prometheus

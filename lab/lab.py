@@ -391,6 +391,8 @@ def cmd_down(_opts):
         if img.startswith("localhost/%s:" % PREFIX):
             podman("rmi", "-f", img, check=False)
     sh(["rm", "-rf", STATE], check=False)
+    # scrape targets of the lab's nodes (the default monitoring_prometheus_config_dir)
+    sh(["rm", "-rf", os.path.join(ROOT, "reports", "prometheus")], check=False)
     for entry in os.listdir(INVENTORY) if os.path.isdir(INVENTORY) else []:
         if entry != "README.md":
             sh(["rm", "-rf", os.path.join(INVENTORY, entry)], check=False)

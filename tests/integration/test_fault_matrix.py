@@ -20,6 +20,14 @@ CASES = [
 ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def fresh_verdicts_afterwards(converged):
+    """The faulted verdicts stay in the nodes' textfile metrics: check once more when done."""
+    yield
+    res = playbook("playbooks/health_check.yml")
+    assert res.returncode == 0 and "UNHEALTHY" not in res.stdout, res.stdout[-2000:]
+
+
 @pytest.mark.parametrize(("fault", "needle"), CASES, ids=[c[0] if isinstance(c[0], str) else c[0][0] for c in CASES])
 def test_fault_excludes_only_the_faulted_node(converged, gpu_nodes, faulted, fault, needle):
     victim = gpu_nodes[0]  # an HGX H100 node with NVSwitches and 8 RoCE ports

@@ -22,9 +22,20 @@ def fresh_node():
         lab("fresh", FRESH, "--remove")
 
 
-def test_check_mode_on_a_fresh_node_lists_the_changes_and_makes_none(fresh_node):
+def _env(tmp):
+    # the fresh node's report and scrape target stay out of the shared lab's reports/
+    return dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_NOCOLOR="1",
+        RACKFORGE_REPORT_DIR=str(tmp / "reports"),
+        RACKFORGE_PROMETHEUS_DIR=str(tmp / "prometheus"),
+    )
+
+
+def test_check_mode_on_a_fresh_node_lists_the_changes_and_makes_none(fresh_node, tmp_path):
     before = node_state(fresh_node)
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+    env = _env(tmp_path)
     res = subprocess.run(
         ["ansible-playbook", "-i", str(ROOT / "inventories" / "lab" / "fresh.yml"), "site.yml", "--check", "--diff"],
         capture_output=True,
@@ -47,8 +58,8 @@ def test_check_mode_on_a_fresh_node_lists_the_changes_and_makes_none(fresh_node)
 RUNFILE = ["-e", "nvidia_driver_install_method=runfile"]
 
 
-def fresh_playbook(*args):
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_NOCOLOR="1")
+def fresh_playbook(tmp, *args):
+    env = _env(tmp)
     res = subprocess.run(
         ["ansible-playbook", "-i", str(ROOT / "inventories" / "lab" / "fresh.yml"), "site.yml", *args],
         capture_output=True,
@@ -62,9 +73,9 @@ def fresh_playbook(*args):
     return res
 
 
-def test_runfile_checksum_mismatch_fails_naming_the_url_and_changes_nothing(fresh_node):
+def test_runfile_checksum_mismatch_fails_naming_the_url_and_changes_nothing(fresh_node, tmp_path):
     before = node_state(fresh_node)
-    res = fresh_playbook(*RUNFILE, "-e", "nvidia_driver_runfile_sha256=" + "0" * 64)
+    res = fresh_playbook(tmp_path, *RUNFILE, "-e", "nvidia_driver_runfile_sha256=" + "0" * 64)
     assert res.returncode != 0 and res.failed == 1
     out = " ".join(res.stdout.split())
     assert "nvidia_driver_runfile_url http://10.89.77.2/vendor/runfile/NVIDIA-Linux-x86_64-550.127.05.run could not be fetched" in out
@@ -72,8 +83,8 @@ def test_runfile_checksum_mismatch_fails_naming_the_url_and_changes_nothing(fres
     assert res.changed == 0 and node_state(fresh_node) == before
 
 
-def test_runfile_install_on_a_fresh_node_then_skipped(fresh_node):
-    first = fresh_playbook(*RUNFILE)
+def test_runfile_install_on_a_fresh_node_then_skipped(fresh_node, tmp_path):
+    first = fresh_playbook(tmp_path, *RUNFILE)
     assert first.returncode == 0, first.stdout[-3000:]
     smi = subprocess.run(["podman", "exec", "rackforge-lab-" + fresh_node, "nvidia-smi", "-L"], capture_output=True, text=True, check=True)
     assert smi.stdout.count("NVIDIA H100 80GB HBM3") == 8
@@ -85,6 +96,6 @@ def test_runfile_install_on_a_fresh_node_then_skipped(fresh_node):
     ).stdout
     assert "nvidia-driver-550" not in pkgs  # the driver came from the runfile
     assert "nvidia-fabricmanager-550 550.127.05-1 hold ok installed" in pkgs  # at the runfile's version, held
-    again = fresh_playbook(*RUNFILE)
+    again = fresh_playbook(tmp_path, *RUNFILE)
     assert again.returncode == 0 and again.changed == 0, again.stdout[-3000:]
     assert "TASK [nvidia_driver : Run the NVIDIA installer" in again.stdout and "skipping: [%s]" % fresh_node in again.stdout
