@@ -3,8 +3,10 @@ the finding named; the other nodes carry on."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
-from conftest import lab, playbook
+from conftest import lab, node_state, playbook
 
 # (fault or action on the victim, text the gate must print)
 CASES = [
@@ -45,3 +47,19 @@ def test_fault_excludes_only_the_faulted_node(converged, gpu_nodes, faulted, fau
     assert all(res.recap[n]["failed"] == 0 for n in gpu_nodes if n != victim)
     out = " ".join(res.stdout.split())
     assert "%s: UNHEALTHY, excluded:" % victim in out and needle in out, out[-2500:]
+
+
+def test_unreachable_mirror_fails_every_node_before_any_change_naming_the_url(converged, gpu_nodes):
+    before = {n: node_state(n) for n in gpu_nodes}
+    # a frozen mirror: connections time out (pause keeps its address and MAC, so nothing is stale after)
+    subprocess.run(["podman", "pause", "rackforge-lab-mirror"], capture_output=True, check=True)
+    try:
+        res = playbook("site.yml")
+    finally:
+        subprocess.run(["podman", "unpause", "rackforge-lab-mirror"], capture_output=True, check=True)
+    assert res.returncode != 0
+    assert all(res.recap[n]["failed"] == 1 and res.recap[n]["changed"] == 0 for n in gpu_nodes)
+    out = " ".join(res.stdout.split())
+    assert "cannot reach http://10.89.77.2/vendor/dists/bookworm/InRelease" in out
+    assert "TASK [nvidia_driver : Install" not in res.stdout  # stopped in the preflight play
+    assert {n: node_state(n) for n in gpu_nodes} == before
