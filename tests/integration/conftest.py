@@ -18,11 +18,15 @@ def lab(*args, check=True):
     return subprocess.run(["python3", str(ROOT / "lab" / "lab.py"), *args], capture_output=True, text=True, check=check, cwd=ROOT)
 
 
-def playbook(*args, report_dir=None):
+def playbook(*args, report_dir=None, prometheus_dir=None, inventory=INVENTORY):
+    """ansible-playbook against the lab; res.recap is {host: {ok, changed, failed, ...}}.
+    report_dir / prometheus_dir keep a run's fleet report / scrape targets out of reports/."""
     env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
     if report_dir:
         env["RACKFORGE_REPORT_DIR"] = str(report_dir)
-    res = subprocess.run(["ansible-playbook", "-i", str(INVENTORY), *args], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
+    if prometheus_dir:
+        env["RACKFORGE_PROMETHEUS_DIR"] = str(prometheus_dir)
+    res = subprocess.run(["ansible-playbook", "-i", str(inventory), *args], capture_output=True, text=True, env=env, cwd=ROOT, check=False)
     res.recap = {
         m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
         for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", res.stdout, re.M)
@@ -30,11 +34,15 @@ def playbook(*args, report_dir=None):
     return res
 
 
+def on_node(name, *argv, check=True):
+    """Run a command in a lab node's container (not through Ansible)."""
+    return subprocess.run(["podman", "exec", "rackforge-lab-" + name, *argv], capture_output=True, text=True, check=check)
+
+
 def node_state(name):
     """Checksum of /etc and the simulator's persistent + volatile state: 'unchanged' means equal."""
     cmd = "find /etc /var/lib/hwsim /run/hwsim /var/lib/rackforge -type f -exec sha256sum {} + 2>/dev/null | sort | sha256sum"
-    res = subprocess.run(["podman", "exec", "rackforge-lab-" + name, "sh", "-c", cmd], capture_output=True, text=True, check=True)
-    return res.stdout
+    return on_node(name, "sh", "-c", cmd).stdout
 
 
 @pytest.fixture(scope="session")
