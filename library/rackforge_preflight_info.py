@@ -48,15 +48,8 @@ findings:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import read_file
 from ansible.module_utils.rackforge.hardware import parse_meminfo, pci_id, preflight_findings
-
-
-def _read(path, default=""):
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return default
 
 
 def pci_devices(sysfs_root):
@@ -64,9 +57,9 @@ def pci_devices(sysfs_root):
     devices = []
     for address in sorted(os.listdir(base)) if os.path.isdir(base) else []:
         path = os.path.join(base, address)
-        vendor, device = _read(os.path.join(path, "vendor")), _read(os.path.join(path, "device"))
+        vendor, device = read_file(os.path.join(path, "vendor"), ""), read_file(os.path.join(path, "device"), "")
         if vendor and device:
-            devices.append({"address": address, "id": pci_id(vendor, device), "class": _read(os.path.join(path, "class"))[:6]})
+            devices.append({"address": address, "id": pci_id(vendor, device), "class": read_file(os.path.join(path, "class"), "")[:6]})
     return devices
 
 
@@ -94,7 +87,7 @@ def main():
     if not os.path.isdir(sysfs_root):
         module.fail_json(msg="sysfs_root %s does not exist on this host" % sysfs_root)
     stat = os.statvfs("/")
-    hw = dict(parse_meminfo(_read("/proc/meminfo")))
+    hw = dict(parse_meminfo(read_file("/proc/meminfo", "")))
     hw.update(
         {
             "cpus": os.cpu_count() or 0,

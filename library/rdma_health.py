@@ -73,7 +73,7 @@ counters:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge import C_ENV, read_file
 from ansible.module_utils.rackforge.health import evaluate_rdma
 from ansible.module_utils.rackforge.rdma import (
     ParseError,
@@ -91,14 +91,6 @@ ERROR_COUNTERS = {
 # mlx5 physical-port counters from `ethtool -S` (Ethernet ports only); the pause-storm counter
 # rises when the NIC's pause-storm watchdog stopped a flood of PFC pause frames
 ETHTOOL_COUNTERS = ("rx_crc_errors_phy", "link_down_events_phy", "tx_pause_storm_error_events")
-
-
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
 
 
 def main():
@@ -139,7 +131,7 @@ def main():
             names = sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []
             if names:
                 netdev_of[ca] = names[0]
-                mtu = _read(os.path.join(root, "class", "net", names[0], "mtu"))
+                mtu = read_file(os.path.join(root, "class", "net", names[0], "mtu"))
                 mtus[names[0]] = int(mtu) if mtu and mtu.isdigit() else None
                 if ethtool and ibstat[ca]["ports"].get(1, {}).get("link_layer") == "Ethernet" and names[0] not in p["exclude_netdevs"]:
                     rc, out, err = module.run_command([ethtool, "-S", names[0]], environ_update=C_ENV)
@@ -149,7 +141,7 @@ def main():
                         found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
             for group, names_ in ERROR_COUNTERS.items():
                 for name in names_:
-                    value = _read(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
+                    value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
                     if value is not None and value.isdigit():
                         found[name] = int(value)
             counters[ca] = found

@@ -69,18 +69,10 @@ import os
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge import C_ENV, read_file
 from ansible.module_utils.rackforge.netmath import NetMathError
 from ansible.module_utils.rackforge.rdma import ParseError, parse_mlnx_qos
 from ansible.module_utils.rackforge.roce import PlanError, plan_port, read_value, sysfs_paths
-
-
-def _read(path):
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except OSError:
-        return None
 
 
 def discover(root, wanted, exclude):
@@ -88,7 +80,7 @@ def discover(root, wanted, exclude):
     ports = []
     ib = os.path.join(root, "class", "infiniband")
     for ca in sorted(os.listdir(ib)) if os.path.isdir(ib) else []:
-        layer = (_read(os.path.join(ib, ca, "ports", "1", "link_layer")) or "").strip()
+        layer = read_file(os.path.join(ib, ca, "ports", "1", "link_layer"), "")
         netdir = os.path.join(ib, ca, "device", "net")
         for netdev in sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []:
             if netdev in exclude:
@@ -156,12 +148,12 @@ def main():
         except ParseError as exc:
             module.fail_json(msg="could not parse mlnx_qos -i %s: %s" % (netdev, exc))
         paths = sysfs_paths(p["sysfs_root"], p["configfs_root"], ca, netdev, p["lossless_priority"])
-        current = {key: read_value(key, _read(path)) for key, path in paths.items()}
+        current = {key: read_value(key, read_file(path)) for key, path in paths.items()}
         cm_dir = os.path.join(p["configfs_root"], "rdma_cm", ca)
         needs_mkdir = os.path.isdir(os.path.dirname(cm_dir)) and not os.path.isdir(cm_dir)
         if needs_mkdir:  # configfs fills the directory in on mkdir
             current.update(roce_mode="", roce_tos=-1)
-        speed = read_value("speed", _read(os.path.join(p["sysfs_root"], "class", "net", netdev, "speed")))
+        speed = read_value("speed", read_file(os.path.join(p["sysfs_root"], "class", "net", netdev, "speed")))
         speed = speed // 1000 if speed and speed > 0 else p["speed_gbps"]
         if not speed:
             module.fail_json(msg="%s: link speed unknown (link down?) and speed_gbps not given" % netdev)
@@ -204,8 +196,8 @@ def main():
                 if key in plan["after"] and now.get(key) != plan["after"][key]:
                     problems.append("%s reads back %s, set %s" % (key, now.get(key), plan["after"][key]))
             for key, value in plan["writes"].items():
-                if read_value(key, _read(paths[key])) != value:
-                    problems.append("%s reads back %s, set %s" % (key, _read(paths[key]), value))
+                if read_value(key, read_file(paths[key])) != value:
+                    problems.append("%s reads back %s, set %s" % (key, read_file(paths[key]), value))
         if problems:
             rejected.append({"netdev": netdev, "ca": ca, "problems": problems})
         results.append(
