@@ -48,3 +48,14 @@ class Sim:
         if check and res.returncode != 0:
             raise AssertionError("%s failed (%d): %s%s" % (argv, res.returncode, res.stdout, res.stderr))
         return res.stdout if check else res
+
+    def get_bin_path(self):
+        """An AnsibleModule.get_bin_path that finds only the simulator's tools (monkeypatch it in):
+        anything else, systemctl included, is "not installed" on the simulated node."""
+        bindir = self.bin
+
+        def get_bin_path(module, name, required=False, opt_dirs=None):
+            path = os.path.join(bindir, name)
+            return path if os.path.exists(path) else None
+
+        return get_bin_path

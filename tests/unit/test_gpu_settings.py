@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 
 import nvidia_gpu_settings
@@ -39,11 +38,7 @@ def test_strict_unsupported_pair_names_the_valid_pairs():
 def _sim(tmp_path, monkeypatch, profile="hgx-h100-8gpu"):
     sim = Sim(tmp_path, profile=profile)
 
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        path = os.path.join(sim.bin, name)
-        return path if os.path.exists(path) else None
-
-    monkeypatch.setattr(nvidia_gpu_settings.AnsibleModule, "get_bin_path", get_bin_path)
+    monkeypatch.setattr(nvidia_gpu_settings.AnsibleModule, "get_bin_path", sim.get_bin_path())
     return sim
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import nvidia_gpu_info
 import nvlink_health
@@ -48,7 +47,7 @@ H100 = {"expected_links": 18, "expected_speed_gbps": 26.562, "expected_gpus": 8,
 def test_nvlink_health_names_gpu_and_links(tmp_path, monkeypatch, capsys):
     sim = Sim(tmp_path)
     sim.run("hwsim", "fault", "add", "nvlink_inactive", "gpu=3", "links=4,5")
-    monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
     res = run_module(nvlink_health, H100, sim, monkeypatch, capsys)
     assert not res["healthy"]
     checks = sorted({f["check"] for f in res["findings"]})
@@ -58,20 +57,10 @@ def test_nvlink_health_names_gpu_and_links(tmp_path, monkeypatch, capsys):
     assert len(inactive) == 1 and "GPU 3" in inactive[0]["message"] and "4,5" in inactive[0]["message"]
 
 
-def _bin_path(sim):
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        if name == "systemctl":
-            return None
-        path = os.path.join(sim.bin, name)
-        return path if os.path.exists(path) else None
-
-    return get_bin_path
-
-
 def test_rdma_health_port_down(tmp_path, monkeypatch, capsys):
     sim = Sim(tmp_path)
     sim.run("hwsim", "fault", "add", "rdma_port_down", "ca=mlx5_4")
-    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
     args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "sysfs_root": str(sim.sysfs)}
     res = run_module(rdma_health, args, sim, monkeypatch, capsys)
     # the downed port also counts a link_down_events_phy against the empty baseline
@@ -82,7 +71,7 @@ def test_rdma_health_port_down(tmp_path, monkeypatch, capsys):
 
 def test_rdma_health_pause_storm_against_baseline(tmp_path, monkeypatch, capsys):
     sim = Sim(tmp_path)
-    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
     args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "sysfs_root": str(sim.sysfs)}
     healthy = run_module(rdma_health, args, sim, monkeypatch, capsys)
     assert healthy["healthy"] and healthy["counters"]["mlx5_2"]["tx_pause_storm_error_events"] == 0
@@ -98,7 +87,7 @@ def test_rdma_health_pfc_off(tmp_path, monkeypatch, capsys):
     for i in range(8):
         sim.run("mlnx_qos", "-i", "ens%dnp0" % (i + 1), "--pfc", "0,0,0,1,0,0,0,0")
     sim.run("hwsim", "fault", "add", "pfc_off", "ca=mlx5_6")
-    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", _bin_path(sim))
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
     args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "lossless_priority": 3, "sysfs_root": str(sim.sysfs)}
     res = run_module(rdma_health, args, sim, monkeypatch, capsys)
     assert [(f["check"], f["component"]) for f in res["findings"]] == [("pfc", "mlx5_6/1 (ens7np0)")]

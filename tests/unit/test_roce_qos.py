@@ -3,8 +3,6 @@ impossible buffers before any change, and reports ports that refuse a setting.""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import roce_qos
 from ansible.module_utils.rackforge import rdma as r
@@ -16,11 +14,7 @@ def _sim(tmp_path, monkeypatch, profile="hgx-h100-8gpu"):
     sim = Sim(tmp_path, profile=profile)
     sim.run("modprobe", "rdma_ucm")  # the role loads it first: rdma_cm's configfs appears
 
-    def get_bin_path(self, name, required=False, opt_dirs=None):
-        path = os.path.join(sim.bin, name)
-        return path if os.path.exists(path) else None
-
-    monkeypatch.setattr(roce_qos.AnsibleModule, "get_bin_path", get_bin_path)
+    monkeypatch.setattr(roce_qos.AnsibleModule, "get_bin_path", sim.get_bin_path())
     return sim
 
 
