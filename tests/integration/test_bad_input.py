@@ -45,6 +45,10 @@ CASES = [
     ({"gpu_tuning_models": {}, "gpu_tuning_settings": {"power_limit": 50}}, "gpu_tuning_settings: power_limit 50.0 W is outside"),
     ({"gpu_tuning_settings": {"clocks": 1}}, "gpu_tuning_settings, gpu_tuning_models[model] and schedule settings take only"),
     ({"gpu_tuning_clock_policy": "closest"}, "gpu_tuning_clock_policy strict or nearest (got closest)"),
+    (
+        {"gpu_tuning_schedules": [{"name": "night", "on_calendar": "*-*-* 22:00:00", "settings": {"power_limit": 5000}}]},
+        "gpu_tuning_schedules[night].settings: power_limit 5000.0 W is outside",
+    ),
 ]
 
 
