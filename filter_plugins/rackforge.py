@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 
 from ansible.errors import AnsibleFilterError
 
@@ -72,25 +73,95 @@ def cidrs_overlap(cidrs):
 
 
 def interface_for_cidr(facts, cidr):
-    """The interface whose IPv4 address is inside cidr, from gathered facts (ansible_facts or
-    hostvars): {"interface": name, "address": ip}. Fails when none or several match, so a
-    multi-NIC GPU node never silently picks an RDMA address."""
+    """The interface whose IPv4 address is inside cidr: {"interface", "address", "mtu"}.
+
+    facts: the output of `ip -j addr show` (a list; what the roles read, without gathering the
+    network fact subset), or gathered facts (ansible_facts or hostvars). Fails when none or
+    several match, so a multi-NIC GPU node never silently picks an RDMA address."""
     net = _network(cidr, "interface_for_cidr")
-    names = facts.get("interfaces") or facts.get("ansible_interfaces") or []
     matches = []
-    for name in names:
-        info = facts.get(name.replace("-", "_")) or facts.get("ansible_" + name.replace("-", "_")) or {}
-        addrs = [info.get("ipv4") or {}, *(info.get("ipv4_secondaries") or [])]
-        for addr in addrs:
-            ip = addr.get("address")
-            if ip and netaddr.IPAddress(ip) in net:
-                matches.append({"interface": name, "address": ip})
+    if isinstance(facts, list):
+        for link in facts:
+            for addr in link.get("addr_info") or []:
+                if addr.get("family") == "inet" and netaddr.IPAddress(addr["local"]) in net:
+                    matches.append({"interface": link["ifname"], "address": addr["local"], "mtu": link.get("mtu")})
+    else:
+        for name in facts.get("interfaces") or facts.get("ansible_interfaces") or []:
+            info = facts.get(name.replace("-", "_")) or facts.get("ansible_" + name.replace("-", "_")) or {}
+            for addr in [info.get("ipv4") or {}, *(info.get("ipv4_secondaries") or [])]:
+                ip = addr.get("address")
+                if ip and netaddr.IPAddress(ip) in net:
+                    matches.append({"interface": name, "address": ip, "mtu": info.get("mtu")})
     if len(matches) != 1:
         raise AnsibleFilterError(
             "interface_for_cidr: expected exactly one interface with an address in %s, found %s"
             % (cidr, ", ".join("%(interface)s (%(address)s)" % m for m in matches) or "none")
         )
     return matches[0]
+
+
+def interfaces_in_cidr(ip_addr_json, cidr):
+    """Every "interface (address)" of `ip -j addr show` with an IPv4 address in cidr (for
+    asserts that must name what they found instead of raising)."""
+    net = _network(cidr, "interfaces_in_cidr")
+    return [
+        "%s (%s)" % (link["ifname"], a["local"])
+        for link in ip_addr_json
+        for a in link.get("addr_info") or []
+        if a.get("family") == "inet" and netaddr.IPAddress(a["local"]) in net
+    ]
+
+
+def cidr_problem(value, name):
+    """'' for a valid IPv4 CIDR (network address, prefix length), else a message naming the variable."""
+    try:
+        net = netaddr.IPNetwork(str(value))
+    except (netaddr.AddrFormatError, ValueError, TypeError):
+        return "%s: %r is not a CIDR (like 10.244.0.0/16)" % (name, value)
+    if net.version != 4 or "/" not in str(value):
+        return "%s: %r is not an IPv4 CIDR with a prefix length (like 10.244.0.0/16)" % (name, value)
+    if net.ip != net.network:
+        return "%s: %r has host bits set (the network is %s)" % (name, value, net.cidr)
+    return ""
+
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# kubernetes.io / k8s.io keys a kubelet may set on its own Node (NodeRestriction admission)
+_KUBELET_OWN = (
+    "kubernetes.io/hostname",
+    "kubernetes.io/arch",
+    "kubernetes.io/os",
+    "node.kubernetes.io/instance-type",
+    "topology.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+)
+
+
+def k8s_label_problems(labels):
+    """Why each label cannot be registered by a kubelet: syntax (key prefix/name, value), and
+    the NodeRestriction rule on kubernetes.io/k8s.io keys; [] when all are fine."""
+    problems = []
+    for key, value in (labels or {}).items():
+        prefix, _, name = str(key).rpartition("/")
+        if len(name) > 63 or not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
+            problems.append("%s: invalid label key ([prefix/]name, name at most 63 of [A-Za-z0-9._-])" % key)
+        value = "" if value is None else str(value)
+        if value and (len(value) > 63 or not _LABEL_NAME.match(value)):
+            problems.append("%s=%s: invalid label value (at most 63 of [A-Za-z0-9._-], alphanumeric at both ends)" % (key, value))
+        k8s = prefix in ("kubernetes.io", "k8s.io") or prefix.endswith((".kubernetes.io", ".k8s.io"))
+        own_ns = ("kubelet.kubernetes.io", "node.kubernetes.io")
+        own = prefix in own_ns or prefix.endswith(tuple("." + ns for ns in own_ns))
+        if k8s and not own and key not in _KUBELET_OWN:
+            problems.append("%s: a kubelet may not set kubernetes.io/k8s.io labels (NodeRestriction); use your own prefix" % key)
+    return problems
+
+
+def k8s_label_value(value):
+    """A free text (a GPU product name) as a label value, as GPU feature discovery does:
+    'NVIDIA H100 80GB HBM3' -> 'NVIDIA-H100-80GB-HBM3'."""
+    text = re.sub(r"[^A-Za-z0-9._-]+", "-", str(value)).strip("-_.")
+    return text[:63].rstrip("-_.")
 
 
 class FilterModule:
@@ -102,5 +173,9 @@ class FilterModule:
             "dscp_to_tos": _wrap(NETMATH.dscp_to_tos),
             "nearest_clock_pair": _wrap(GPU.nearest_clock_pair),
             "cidrs_overlap": cidrs_overlap,
+            "interfaces_in_cidr": interfaces_in_cidr,
+            "cidr_problem": cidr_problem,
+            "k8s_label_problems": k8s_label_problems,
+            "k8s_label_value": k8s_label_value,
             "interface_for_cidr": interface_for_cidr,
         }

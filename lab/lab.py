@@ -123,13 +123,49 @@ apt-get update -qq  # an installed server has its package lists
     podman("exec", "-i", name, "bash", "-s", inp=script)
 
 
+NETDEVS_UNIT = """[Unit]
+Description=rackforge lab: the RDMA NICs' netdevs with their RoCE addresses (SIMULATION: veth links)
+DefaultDependencies=no
+Before=network-pre.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/rackforge-lab-netdevs
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def netdevs_script(prof, index):
+    """veth links named as the profile's RDMA netdevs, each with an address in 10.201.<nic>.0/24,
+    so a node has several interfaces as a real multi-NIC GPU node does (in its own netns only)."""
+    lines = ["#!/bin/sh", "set -e", "# rackforge lab: the RDMA NICs as veth links in this container's network namespace"]
+    rdma = [n for n in prof["nics"] if n["role"] == "rdma"]
+    for i, nic in enumerate(rdma):
+        dev = nic["netdev"]
+        # veth, not dummy: the host may not have the dummy module, and a lab never loads one
+        lines.append("ip link show %s >/dev/null 2>&1 || ip link add %s mtu 9000 type veth peer name rf-peer%d mtu 9000" % (dev, dev, i))
+        lines.append("ip link set rf-peer%d up" % i)
+        lines.append("ip addr replace 10.201.%d.%d/24 dev %s" % (i, 10 + index, dev))
+        lines.append("ip link set %s up" % dev)
+    return "\n".join(lines) + "\n"
+
+
 def install_hwsim(name, index, profile_name):
     """Copy the simulator into a node and initialise its hardware from the profile."""
     podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/local/sbin/hwsim" % name)
     prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
     podman("cp", prof, "%s:/tmp/profile.json" % name)
     links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS)
+    netdevs = netdevs_script(json.load(open(prof)), index)
     script = f"""set -e
+cat > /usr/local/sbin/rackforge-lab-netdevs <<'SCRIPT'
+{netdevs}SCRIPT
+chmod 0755 /usr/local/sbin/rackforge-lab-netdevs
+cat > /etc/systemd/system/rackforge-lab-netdevs.service <<'UNIT'
+{NETDEVS_UNIT}UNIT
 chmod 0755 /usr/local/sbin/hwsim
 mkdir -p /usr/lib/hwsim && ln -sf /usr/local/sbin/hwsim /usr/lib/hwsim/hwsim
 {links}
@@ -137,8 +173,21 @@ cat > /etc/systemd/system/hwsim-boot.service <<'UNIT'
 {HWSIM_BOOT_UNIT}UNIT
 systemctl daemon-reload
 systemctl enable -q hwsim-boot.service
+systemctl enable -q --now rackforge-lab-netdevs.service
 /usr/local/sbin/hwsim init /tmp/profile.json --seed {name} --index {index}
 rm -f /tmp/profile.json
+"""
+    podman("exec", "-i", name, "bash", "-s", inp=script)
+
+
+def install_kernel_tools(name):
+    """A host without GPUs or RDMA NICs (the control plane) still gets the simulator's modinfo,
+    modprobe and lsmod: a container cannot load real kernel modules."""
+    podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/local/sbin/hwsim" % name)
+    script = """set -e
+chmod 0755 /usr/local/sbin/hwsim
+mkdir -p /usr/lib/hwsim && ln -sf /usr/local/sbin/hwsim /usr/lib/hwsim/hwsim
+for t in modinfo modprobe lsmod; do ln -sf /usr/local/sbin/hwsim /usr/local/sbin/$t; done
 """
     podman("exec", "-i", name, "bash", "-s", inp=script)
 
@@ -256,6 +305,8 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
         install_access(cname, pub)
         if prof:
             install_hwsim(cname, idx, prof)
+        else:
+            install_kernel_tools(cname)
         for args in faults:
             podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
     return cname
@@ -364,6 +415,10 @@ def write_inventory(hosts, key, all_profiles):
         "rackforge_lab_runfiles": {
             f[len("NVIDIA-Linux-x86_64-") : -len(".run")]: sha256_file(os.path.join(STATE, "mirror", "vendor", "runfile", f))
             for f in sorted(os.listdir(os.path.join(STATE, "mirror", "vendor", "runfile")))
+        },
+        "rackforge_lab_calico_manifests": {
+            v: sha256_file(os.path.join(STATE, "mirror", "calico", v, "tigera-operator.yaml"))
+            for v in sorted(os.listdir(os.path.join(STATE, "mirror", "calico")))
         },
         "rackforge_hardware_profiles": {n: hardware_expectations(p) for n, p in all_profiles.items()},
     }

@@ -76,6 +76,24 @@ KERNEL_MODULES = {
     "rdma_ucm": {"depends": ["rdma_cm", "ib_uverbs", "ib_core"], "params": []},
     "ib_umad": {"depends": ["ib_core"], "params": []},
     "tcp_bbr": {"depends": [], "params": []},
+    # the container runtime's modules (container_runtime role)
+    "overlay": {
+        "depends": [],
+        "params": [
+            ("check_copy_up", "Obsolete; does nothing", "", ""),
+            ("redirect_max", "Maximum length of absolute redirect xattr value", "ushort", "256"),
+            ("redirect_dir", "Default to on or off for the redirect_dir feature", "bool", "N"),
+            ("redirect_always_follow", "Follow redirects even if redirect_dir feature is turned off", "bool", "Y"),
+            ("index", "Default to on or off for the inodes index feature", "bool", "N"),
+            ("nfs_export", "Default to on or off for the NFS export feature", "bool", "N"),
+            ("xino_auto", "Auto enable xino feature", "bool", "N"),
+            ("metacopy", "Default to on or off for the metadata only copy up feature", "bool", "N"),
+        ],
+    },
+    "llc": {"depends": [], "params": []},
+    "stp": {"depends": ["llc"], "params": []},
+    "bridge": {"depends": ["llc", "stp"], "params": []},
+    "br_netfilter": {"depends": ["bridge"], "params": []},
 }
 # loaded by the hardware (PCI/auxiliary device probe) at every boot, before modules-load.d
 BOOT_MODULES = ("mlx5_core", "ib_core", "mlx5_ib", "ib_uverbs")
@@ -1158,6 +1176,10 @@ def modprobe(args):
 
 
 def modinfo(args):
+    field = None
+    if "-F" in args or "--field" in args:  # modinfo -F FIELD: that field's value only
+        i = args.index("-F") if "-F" in args else args.index("--field")
+        field, args = args[i + 1], args[:i] + args[i + 2 :]
     words = [a for a in args if not a.startswith("-")]
     if not words:
         sys.stderr.write("modinfo: ERROR: missing module or filename.\n")
@@ -1170,7 +1192,16 @@ def modinfo(args):
             sys.stderr.write("modinfo: ERROR: Module %s not found.\n" % word)
             rc = 1
             continue
-        params = ["%s:%s (%s)" % (p, desc, kind) for p, desc, kind, _ in mod["params"]]
+        params = [("%s:%s (%s)" % (p, desc, kind)) if kind else "%s:%s" % (p, desc) for p, desc, kind, _ in mod["params"]]
+        if field is not None:
+            values = {
+                "name": [name],
+                "filename": ["/lib/modules/%s/kernel/simulated/%s.ko" % (KERNEL_VERSION, name)],
+                "depends": [",".join(mod["depends"])],
+                "parm": params,
+            }.get(field, [])
+            sys.stdout.write("".join(v + "\n" for v in values))
+            continue
         if "-p" in args or "--parameters" in args:
             sys.stdout.write("".join(line + "\n" for line in params))
             continue

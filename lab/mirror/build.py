@@ -43,7 +43,17 @@ DISTRO_PACKAGES = (
     "libnl-route-3-200",
     "lsb-base",
     "udev",
+    # container_runtime: the real containerd and runc; python3-yaml for the Kubernetes stand-ins
+    "containerd",
+    "runc",
+    "python3-yaml",
+    "libyaml-0-2",
 )
+# SIMULATED Kubernetes packages (lab/k8sim), published like pkgs.k8s.io: a flat repository per
+# minor version at /kubernetes/core:/stable:/v<minor>/deb/ with its Release.key
+K8S_VERSIONS = ("1.31.4", "1.31.5")
+K8SIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "k8sim", "k8sim.py")
+CALICO_VERSION = "v3.29.1"
 SIM = "SIMULATED package for the rackforge lab (hwsim): no driver, no hardware access."
 
 SHIM = '#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} "$@"\n'
@@ -135,11 +145,148 @@ def packages():
             "Package": "nvidia-container-toolkit",
             "Version": "%s-1" % TOOLKIT_VERSION,
             "Description": "NVIDIA container toolkit\n %s" % SIM,
-            "files": {"usr/bin/nvidia-ctk": CTK},
+            "files": {
+                "usr/bin/nvidia-ctk": CTK,
+                # the OCI runtime containerd's "nvidia" runtime calls (the real one injects the GPUs)
+                "usr/bin/nvidia-container-runtime": '#!/bin/sh\n# SIMULATED nvidia-container-runtime: plain runc\nexec runc "$@"\n',
+            },
             "postinst": None,
         }
     )
     return pkgs
+
+
+KUBELET_UNIT = """[Unit]
+Description=kubelet: The Kubernetes Node Agent (SIMULATED, rackforge lab)
+Documentation=https://kubernetes.io/docs/
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubelet
+Restart=always
+StartLimitInterval=0
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+KUBEADM_DROPIN = """# as pkgs.k8s.io's kubeadm ships it
+[Service]
+Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf \\
+--kubeconfig=/etc/kubernetes/kubelet.conf"
+Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"
+EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env
+EnvironmentFile=-/etc/default/kubelet
+ExecStart=
+ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS
+"""
+
+APISERVER_UNIT = """[Unit]
+Description=SIMULATED kube-apiserver (rackforge lab k8sim; started by kubeadm init)
+After=network-online.target
+
+[Service]
+ExecStart=/usr/bin/kubeadm-apiserver-sim
+Restart=always
+RestartSec=2
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def k8s_packages(version):
+    with open(K8SIM) as fh:
+        tool = fh.read().replace("@VERSION@", version)
+    deb_version = "%s-1.1" % version  # pkgs.k8s.io's version scheme
+    common = "python3, python3-yaml"
+    return [
+        {
+            "Package": "kubelet",
+            "Version": deb_version,
+            "Depends": common,
+            "Description": "Kubernetes node agent\n %s" % SIM_K8S,
+            "files": {"usr/bin/kubelet": tool, "lib/systemd/system/kubelet.service": KUBELET_UNIT},
+            "postinst": "#!/bin/sh\nsystemctl daemon-reload >/dev/null 2>&1 || true\n"
+            "systemctl enable kubelet.service >/dev/null 2>&1 || true\n",
+        },
+        {
+            "Package": "kubectl",
+            "Version": deb_version,
+            "Depends": common,
+            "Description": "Kubernetes command-line tool\n %s" % SIM_K8S,
+            "files": {"usr/bin/kubectl": tool},
+            "postinst": None,
+        },
+        {
+            "Package": "kubeadm",
+            "Version": deb_version,
+            "Depends": common + ", openssl, kubelet (>= %s), kubectl (>= %s)" % (version.rsplit(".", 1)[0], version.rsplit(".", 1)[0]),
+            "Description": "Kubernetes cluster bootstrapping tool\n %s" % SIM_K8S,
+            "files": {
+                "usr/bin/kubeadm": tool,
+                "usr/bin/kubeadm-apiserver-sim": tool.replace("prog = os.path.basename(sys.argv[0])", 'prog = "apiserver"'),
+                "lib/systemd/system/kubelet.service.d/10-kubeadm.conf": KUBEADM_DROPIN,
+                "lib/systemd/system/k8sim-apiserver.service": APISERVER_UNIT,
+            },
+            "postinst": "#!/bin/sh\nsystemctl daemon-reload >/dev/null 2>&1 || true\n",
+        },
+    ]
+
+
+SIM_K8S = "SIMULATED stand-in for the rackforge lab (lab/k8sim): validates configs, records joins; runs no containers."
+
+TIGERA_OPERATOR = (
+    """# SIMULATED stand-in for Calico's tigera-operator.yaml (%s), rackforge lab: the real manifest
+# (CRDs, RBAC, the operator Deployment) is published on GitHub, which the lab cannot reach.
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: tigera-operator
+  labels:
+    name: tigera-operator
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: tigera-operator
+  namespace: tigera-operator
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: tigera-operator
+  namespace: tigera-operator
+  labels:
+    k8s-app: tigera-operator
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      name: tigera-operator
+  template:
+    metadata:
+      labels:
+        name: tigera-operator
+        k8s-app: tigera-operator
+    spec:
+      serviceAccountName: tigera-operator
+      hostNetwork: true
+      tolerations:
+        - effect: NoExecute
+          operator: Exists
+        - effect: NoSchedule
+          operator: Exists
+      containers:
+        - name: tigera-operator
+          image: quay.io/tigera/operator:v1.36.2
+          imagePullPolicy: IfNotPresent
+          command: ["operator"]
+"""
+    % CALICO_VERSION
+)
 
 
 RUNFILE_VERSION = DRIVER_VERSIONS[0]
@@ -195,6 +342,7 @@ def build_deb(pkg, pool):
             "Maintainer: rackforge lab <lab@rackforge.invalid>",
             "Section: non-free/libs",
             "Priority: optional",
+            *(["Depends: %s" % pkg["Depends"]] if pkg.get("Depends") else []),
             "Description: %s" % pkg["Description"],
         ]
         with open(os.path.join(tmp, "DEBIAN", "control"), "w") as fh:
@@ -275,10 +423,27 @@ def write_repo(repo, label, debs_for_pool, home):
     return len(entries)
 
 
+def write_flat_repo(repo, home):
+    """A flat apt repository (`deb URL /`, as pkgs.k8s.io publishes) over the debs in repo/."""
+    entries = [index_entry(os.path.join(repo, f), repo) for f in sorted(os.listdir(repo)) if f.endswith(".deb")]
+    with open(os.path.join(repo, "Packages"), "w") as fh:
+        fh.write("\n".join(entries))
+    with open(os.path.join(repo, "Packages"), "rb") as fin, gzip.open(os.path.join(repo, "Packages.gz"), "wb") as fout:
+        fout.write(fin.read())
+    lines = ["Origin: rackforge-lab", "Label: rackforge lab kubernetes mirror (SIMULATED packages)", "Architectures: amd64 all", "SHA256:"]
+    for rel in ("Packages", "Packages.gz"):
+        lines.append(" %s %d %s" % (digest(os.path.join(repo, rel), "sha256"), os.path.getsize(os.path.join(repo, rel)), rel))
+    with open(os.path.join(repo, "Release"), "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    gpg(home, "--yes", "--clearsign", "-o", os.path.join(repo, "InRelease"), os.path.join(repo, "Release"))
+    with open(os.path.join(repo, "Release.key"), "w") as fh:
+        gpg(home, "--armor", "--export", stdout=fh)
+
+
 def main():
     out = os.path.abspath(sys.argv[1])
     stamp = os.path.join(out, ".stamp")
-    me = digest(__file__, "sha256")
+    me = digest(__file__, "sha256") + digest(K8SIM, "sha256")
     if os.path.exists(stamp) and open(stamp).read().strip() == me:
         return 0
     # empty the directory but keep it: the running mirror container bind-mounts it
@@ -303,6 +468,19 @@ def main():
         fh.write(runfile(RUNFILE_VERSION))
     with open(os.path.join(out, "rackforge-lab.asc"), "w") as fh:
         gpg(home, "--armor", "--export", stdout=fh)
+    for version in K8S_VERSIONS:
+        minor = "v" + version.rsplit(".", 1)[0]
+        flat = os.path.join(out, "kubernetes", "core:", "stable:", minor, "deb")
+        if not os.path.isdir(flat):
+            os.makedirs(flat)
+        for pkg in k8s_packages(version):
+            build_deb(pkg, flat)
+    for flat in {os.path.join(out, "kubernetes", "core:", "stable:", "v" + v.rsplit(".", 1)[0], "deb") for v in K8S_VERSIONS}:
+        write_flat_repo(flat, home)
+    calico = os.path.join(out, "calico", CALICO_VERSION)
+    os.makedirs(calico)
+    with open(os.path.join(calico, "tigera-operator.yaml"), "w") as fh:
+        fh.write(TIGERA_OPERATOR)
     with open(stamp, "w") as fh:
         fh.write(me + "\n")
     print("mirror: %d simulated vendor packages in %s/vendor, %d Debian packages in %s/debian" % (vendor, out, debian, out))

@@ -40,8 +40,10 @@ def on_node(name, *argv, check=True):
 
 
 def node_state(name):
-    """Checksum of /etc and the simulator's persistent + volatile state: 'unchanged' means equal."""
-    cmd = "find /etc /var/lib/hwsim /run/hwsim /var/lib/rackforge -type f -exec sha256sum {} + 2>/dev/null | sort | sha256sum"
+    """Checksum of /etc, the simulator's persistent + volatile state and the Kubernetes stand-in's
+    state (the control plane's "etcd", the kubelet's files): 'unchanged' means equal."""
+    dirs = "/etc /var/lib/hwsim /run/hwsim /var/lib/rackforge /var/lib/k8sim /var/lib/kubelet"
+    cmd = "find %s -type f ! -name '*.lock' -exec sha256sum {} + 2>/dev/null | sort | sha256sum" % dirs
     return on_node(name, "sh", "-c", cmd).stdout
 
 

@@ -1,6 +1,8 @@
-"""Bad input is refused before the first change: site.yml fails in the preflight play with a
-message naming the variable and the allowed values, and every node is left exactly as it was
-(checksums of /etc and the simulator state, changed=0 everywhere)."""
+"""Bad input is refused before the first change: site.yml fails in the preflight or Kubernetes
+validation play with a message naming the variable and the allowed values, and every host is
+left exactly as it was (checksums of /etc, the simulator state and the Kubernetes stand-in's
+state, changed=0 everywhere). A node setting fails the nodes; a cluster-wide one (CIDRs,
+Calico) fails every host, the control plane too."""
 
 from __future__ import annotations
 
@@ -49,15 +51,67 @@ CASES = [
         {"gpu_tuning_schedules": [{"name": "night", "on_calendar": "*-*-* 22:00:00", "settings": {"power_limit": 5000}}]},
         "gpu_tuning_schedules[night].settings: power_limit 5000.0 W is outside",
     ),
+    ({"nvidia_driver_install_method": "tarball"}, "nvidia_driver_install_method must be package, runfile or preinstalled, got 'tarball'"),
+    # Kubernetes: node settings
+    ({"kubernetes_node_version": "1.23.5"}, "kubernetes_node_version must be X.Y.Z and >= 1.24.0 (got '1.23.5')"),
+    (
+        {"kubernetes_node_control_plane_host": ""},
+        "kubernetes_node_control_plane_host must name the inventory host that creates join tokens",
+    ),
+    ({"kubernetes_node_control_plane_host": "cp-nope"}, "(one of lab-cp1), got 'cp-nope'"),
+    ({"kubernetes_node_network_cidr": "10.99.0.0/24"}, "must match exactly one interface address on lab-node1 (the node IP); found none"),
+    # the multi-NIC trap: a CIDR that also covers the RDMA NICs' addresses
+    (
+        {
+            "kubernetes_node_network_cidr": "10.0.0.0/8",
+            "kubernetes_control_plane_pod_cidr": "172.16.0.0/16",
+            "kubernetes_control_plane_service_cidr": "172.17.0.0/16",
+            "kubernetes_control_plane_rdma_cidrs": [],
+        },
+        "found eth0 (10.89.77.11), ens1np0 (10.201.0.11)",
+    ),
+    ({"kubernetes_node_taints": [{"key": "gpu", "effect": "NoRun"}]}, "effect NoSchedule|PreferNoSchedule|NoExecute"),
+    (
+        {"kubernetes_node_labels": {"node-role.kubernetes.io/gpu": ""}},
+        "a kubelet may not set kubernetes.io/k8s.io labels (NodeRestriction)",
+    ),
+    ({"kubernetes_node_repo_key_checksum": ""}, "kubernetes_node_repo_key_checksum the key's sha256, 64 hex digits"),
+    ({"container_runtime_kernel_modules": ["overlay", "br_netfiltr"]}, "this kernel has no module br_netfiltr"),
+    ({"container_runtime_default_runtime": "kata"}, "container_runtime_default_runtime must be one of auto, runc, nvidia (got 'kata')"),
+    # Kubernetes: cluster-wide settings stop every host
+    (
+        {"kubernetes_control_plane_pod_cidr": "10.89.0.0/16"},
+        "kubernetes_control_plane_pod_cidr 10.89.0.0/16 overlaps kubernetes_node_network_cidr 10.89.77.0/24",
+        "all",
+    ),
+    (
+        {"kubernetes_control_plane_service_cidr": "10.201.0.0/20"},
+        "kubernetes_control_plane_service_cidr 10.201.0.0/20 overlaps kubernetes_control_plane_rdma_cidrs 10.201.0.0/16",
+        "all",
+    ),
+    ({"kubernetes_control_plane_pod_cidr": "10.244.0.0/33"}, "kubernetes_control_plane_pod_cidr: '10.244.0.0/33' is not a CIDR", "all"),
+    ({"kubernetes_control_plane_pod_cidr": "10.244.1.0/16"}, "'10.244.1.0/16' has host bits set (the network is 10.244.0.0/16)", "all"),
+    ({"calico_encapsulation": "GRE"}, "calico_encapsulation one of None, IPIP, IPIPCrossSubnet, VXLAN, VXLANCrossSubnet (got GRE)", "all"),
+    ({"calico_operator_manifest_checksum": ""}, "calico_operator_manifest_checksum the manifest's sha256, 64 hex digits", "all"),
+    ({"kubernetes_control_plane_gpu_weight": "heavy"}, "kubernetes_control_plane_gpu_weight 1..100 (got heavy)", "cp"),
 ]
+CONTROL_PLANE = "lab-cp1"
 
 
-@pytest.mark.parametrize(("extra", "needle"), CASES, ids=[next(iter(c[0])) + "=" + json.dumps(c[0][next(iter(c[0]))]) for c in CASES])
-def test_bad_input_fails_before_any_change(converged, gpu_nodes, extra, needle):
-    before = {n: node_state(n) for n in gpu_nodes}
+def test_there_are_at_least_30_cases():
+    assert len(CASES) >= 30
+
+
+@pytest.mark.parametrize("case", CASES, ids=[next(iter(c[0])) + "=" + json.dumps(c[0][next(iter(c[0]))]) for c in CASES])
+def test_bad_input_fails_before_any_change(converged, gpu_nodes, case):
+    extra, needle, fails = (*case, "nodes")[:3]
+    hosts = [*gpu_nodes, CONTROL_PLANE]
+    failing = {"nodes": gpu_nodes, "all": hosts, "cp": [CONTROL_PLANE]}[fails]
+    before = {n: node_state(n) for n in hosts}
     res = playbook("site.yml", "-e", json.dumps(extra))
     assert res.returncode != 0
     assert needle in " ".join(res.stdout.split()), res.stdout[-3000:]
-    assert "TASK [nvidia_driver : Install" not in res.stdout  # stopped in the preflight play
-    assert all(res.recap[n]["changed"] == 0 and res.recap[n]["failed"] == 1 for n in gpu_nodes)
-    assert {n: node_state(n) for n in gpu_nodes} == before
+    assert "TASK [nvidia_driver : Install" not in res.stdout  # stopped in a validation play
+    assert all(res.recap[n]["failed"] == 1 for n in failing), res.recap
+    assert all(res.recap.get(n, {}).get("changed", 0) == 0 for n in hosts), res.recap
+    assert {n: node_state(n) for n in hosts} == before

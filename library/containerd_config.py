@@ -1,0 +1,164 @@
+#!/usr/bin/python
+"""Ansible module: merge rackforge's settings into containerd's config.toml, never clobbering it."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: containerd_config
+short_description: Merge the systemd cgroup driver and OCI runtimes into containerd's config
+description:
+  - Reads /etc/containerd/config.toml as data (tomllib). A missing or comment-only file starts
+    from C(containerd config default), as the deployment guides do by hand.
+  - Sets C(SystemdCgroup = true) on the runc runtime and adds or updates the runtimes given
+    (the NVIDIA runtime, as C(nvidia-ctk runtime configure) would), keeping every other key:
+    runtimes and settings added by hand or by the GPU operator survive (a templated config, as
+    Kubespray writes, wipes them on every run).
+  - Writes only when the parsed content changes (so comments survive an unchanged run), and
+    only after C(containerd --config NEW config dump) accepted the new file.
+  - Config version 2 (containerd 1.x) and 3 (containerd 2.x) are understood; version 1 is refused.
+options:
+  path: {description: The config file., type: path, default: /etc/containerd/config.toml}
+  systemd_cgroup: {description: SystemdCgroup of the runc runtime (must match the kubelet's cgroupDriver)., type: bool, default: true}
+  runtimes:
+    description: "name -> {binary_name, runtime_type (io.containerd.runc.v2)}: extra runtimes; they get the same SystemdCgroup."
+    type: dict
+    default: {}
+  default_runtime_name: {description: "Make this runtime containerd's default (empty: leave as is).", type: str, default: ""}
+  containerd: {description: The containerd binary (for the defaults and the validation)., type: path, default: containerd}
+  backup: {description: Keep a timestamped copy of the file replaced., type: bool, default: true}
+"""
+
+RETURN = r"""
+version: {description: The config's version (2 or 3)., type: int, returned: success}
+runtimes: {description: Names of the CRI runtimes in the resulting config., type: list, returned: success}
+changes: {description: "Dotted keys that were set ([] when nothing changed).", type: list, returned: always}
+backup_file: {description: The copy of the replaced file., type: str, returned: when a backup was made}
+"""
+
+import copy
+import os
+import tempfile
+
+import tomllib
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge.tomlw import dumps
+
+CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+
+
+def runtimes_table(cfg, version):
+    return cfg.setdefault("plugins", {}).setdefault(CRI_PLUGIN[version], {}).setdefault("containerd", {}).setdefault("runtimes", {})
+
+
+def merge(cfg, systemd_cgroup, runtimes, default_runtime):
+    """Apply the wanted settings to a parsed config in place; returns the dotted keys changed."""
+    version = cfg.get("version")
+    if version not in CRI_PLUGIN:
+        raise ValueError("containerd config version %r is not supported (2 or 3); migrate it first: containerd config migrate" % version)
+    changes = []
+    table = runtimes_table(cfg, version)
+    base = "plugins.%s.containerd.runtimes" % CRI_PLUGIN[version]
+
+    def put(d, key, value, dotted):
+        if d.get(key) != value:
+            d[key] = value
+            changes.append(dotted)
+
+    runc = table.setdefault("runc", {})
+    put(runc, "runtime_type", runc.get("runtime_type") or "io.containerd.runc.v2", base + ".runc.runtime_type")
+    put(runc.setdefault("options", {}), "SystemdCgroup", systemd_cgroup, base + ".runc.options.SystemdCgroup")
+    for name, spec in sorted(runtimes.items()):
+        rt = table.setdefault(name, {})
+        put(rt, "runtime_type", spec.get("runtime_type") or "io.containerd.runc.v2", "%s.%s.runtime_type" % (base, name))
+        opts = rt.setdefault("options", {})
+        put(opts, "BinaryName", spec["binary_name"], "%s.%s.options.BinaryName" % (base, name))
+        put(opts, "SystemdCgroup", systemd_cgroup, "%s.%s.options.SystemdCgroup" % (base, name))
+    if default_runtime:
+        ctr = cfg["plugins"][CRI_PLUGIN[version]]["containerd"]
+        put(ctr, "default_runtime_name", default_runtime, "plugins.%s.containerd.default_runtime_name" % CRI_PLUGIN[version])
+    return changes
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "default": "/etc/containerd/config.toml"},
+            "systemd_cgroup": {"type": "bool", "default": True},
+            "runtimes": {"type": "dict", "default": {}},
+            "default_runtime_name": {"type": "str", "default": ""},
+            "containerd": {"type": "path", "default": "containerd"},
+            "backup": {"type": "bool", "default": True},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    for name, spec in p["runtimes"].items():
+        if not isinstance(spec, dict) or not spec.get("binary_name"):
+            module.fail_json(msg="runtimes.%s: needs binary_name (the OCI runtime binary, e.g. /usr/bin/nvidia-container-runtime)" % name)
+    if p["default_runtime_name"] and p["default_runtime_name"] not in set(p["runtimes"]) | {"runc"}:
+        module.fail_json(
+            msg="default_runtime_name %r is neither runc nor one of runtimes (%s)" % (p["default_runtime_name"], ", ".join(p["runtimes"]))
+        )
+    binary = module.get_bin_path(p["containerd"]) if not os.path.isabs(p["containerd"]) else p["containerd"]
+    try:
+        with open(p["path"], "rb") as fh:
+            before_text = fh.read().decode()
+    except FileNotFoundError:
+        before_text = ""
+    try:
+        current = tomllib.loads(before_text)
+    except tomllib.TOMLDecodeError as exc:
+        module.fail_json(
+            msg="%s is not valid TOML (%s): fix or remove it; rackforge does not overwrite a file it cannot read" % (p["path"], exc)
+        )
+    base_from = "file"
+    if not current:
+        if not binary or not os.path.exists(binary):
+            if module.check_mode:
+                module.exit_json(changed=True, changes=["(all: containerd is not installed yet; its defaults are read once it is)"])
+            module.fail_json(msg="%s is empty and containerd (%s) is not installed to produce its defaults" % (p["path"], p["containerd"]))
+        rc, out, err = module.run_command([binary, "config", "default"], environ_update=C_ENV)
+        if rc != 0:
+            module.fail_json(msg="containerd config default failed: %s" % err.strip())
+        current = tomllib.loads(out)
+        base_from = "containerd config default"
+    wanted = copy.deepcopy(current)
+    try:
+        changes = merge(wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"])
+    except ValueError as exc:
+        module.fail_json(msg="%s: %s" % (p["path"], exc))
+    if base_from != "file":
+        changes.insert(0, "(whole file from %s)" % base_from)
+    version = wanted["version"]
+    result = {"version": version, "runtimes": sorted(runtimes_table(wanted, version)), "changes": changes}
+    if not changes:
+        module.exit_json(changed=False, **result)
+    new_text = "# Managed by rackforge (container_runtime): merged, not templated. Keys added by hand or by\n"
+    new_text += "# other tools are kept; rackforge's keys are set on every run.\n" + dumps(wanted)
+    assert tomllib.loads(new_text) == wanted  # the writer round-trips, or nothing is written
+    diff = {"before": before_text, "after": new_text, "before_header": p["path"], "after_header": p["path"]}
+    if module.check_mode:
+        module.exit_json(changed=True, diff=diff, **result)
+    directory = os.path.dirname(p["path"])
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".config.toml.")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(new_text)
+        os.chmod(tmp, 0o644)
+        if binary and os.path.exists(binary):
+            rc, _out, err = module.run_command([binary, "--config", tmp, "config", "dump"], environ_update=C_ENV)
+            if rc != 0:
+                module.fail_json(msg="containerd refused the merged config (nothing written): %s" % err.strip(), **result)
+        if p["backup"] and before_text:
+            result["backup_file"] = module.backup_local(p["path"])
+        os.replace(tmp, p["path"])
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    module.exit_json(changed=True, diff=diff, **result)
+
+
+if __name__ == "__main__":
+    main()

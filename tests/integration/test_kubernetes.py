@@ -1,0 +1,116 @@
+"""Kubernetes in the lab (SIMULATED control plane and kubelet, lab/k8sim; real containerd):
+merge-not-clobber of containerd's config, only healthy nodes join, joins are idempotent and
+sliceable, and no join token reaches the output or a log."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import tomllib
+import yaml
+from conftest import ROOT, on_node, playbook
+
+CP = "lab-cp1"
+CRI = "io.containerd.grpc.v1.cri"
+
+
+def api_nodes():
+    """{name: (InternalIP, labels, taints)} as the control plane recorded them."""
+    out = on_node(CP, "kubectl", "get", "nodes", "-o", "json").stdout
+    return {
+        n["metadata"]["name"]: (n["status"]["addresses"][0]["address"], n["metadata"]["labels"], n["spec"].get("taints", []))
+        for n in json.loads(out)["items"]
+    }
+
+
+def unjoin(node):
+    """Take a node out of the cluster as an operator would: kubeadm reset, delete the Node."""
+    on_node(node, "kubeadm", "reset", "-f")
+    on_node(CP, "kubectl", "delete", "node", node)
+
+
+def tokens():
+    state = json.loads(on_node(CP, "cat", "/var/lib/k8sim/state.json").stdout)
+    return [(t["id"], t["secret"]) for t in state["tokens"]]
+
+
+def test_a_runtime_added_by_hand_survives_and_drift_is_repaired(converged):
+    node = "lab-node1"
+    path = "/etc/containerd/config.toml"
+    original = on_node(node, "cat", path).stdout
+    cfg = tomllib.loads(original)
+    hand = original.replace("SystemdCgroup = true", "SystemdCgroup = false", 1)
+    hand += '\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.kata]\nruntime_type = "io.containerd.kata.v2"\n'
+    on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, hand)
+    try:
+        res = playbook("playbooks/runtime.yml", "--limit", node, "--diff")
+        assert res.returncode == 0 and res.recap[node]["changed"] >= 1, res.stdout[-2000:]
+        after = tomllib.loads(on_node(node, "cat", path).stdout)
+        runtimes = after["plugins"][CRI]["containerd"]["runtimes"]
+        assert runtimes["kata"] == {"runtime_type": "io.containerd.kata.v2"}  # kept
+        assert runtimes["runc"]["options"]["SystemdCgroup"] is True  # repaired
+        assert runtimes["nvidia"] == cfg["plugins"][CRI]["containerd"]["runtimes"]["nvidia"]
+        assert on_node(node, "systemctl", "is-active", "containerd").stdout.strip() == "active"
+        again = playbook("playbooks/runtime.yml", "--limit", node)
+        assert again.returncode == 0 and again.recap[node]["changed"] == 0, again.stdout[-2000:]
+    finally:
+        on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, original)
+
+
+def test_an_unhealthy_node_is_not_joined_and_joins_once_healthy_without_leaking_its_token(converged, faulted):
+    node = "lab-node3"
+    before = api_nodes()[node]
+    unjoin(node)
+    faulted(node, "rdma_port_down", "ca=mlx5_1")
+    res = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP), "-vv")
+    assert res.returncode != 0 and res.recap[node]["failed"] == 1
+    assert "%s: UNHEALTHY, excluded:" % node in " ".join(res.stdout.split())
+    assert node not in api_nodes()
+    assert on_node(node, "test", "-e", "/etc/kubernetes/kubelet.conf", check=False).returncode != 0
+    on_node(node, "/usr/local/sbin/hwsim", "fault", "clear")
+    res = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP), "-vv")
+    assert res.returncode == 0 and res.recap[node]["changed"] >= 1, res.stdout[-3000:]
+    assert api_nodes()[node][0] == before[0] == "10.89.77.13"
+    assert api_nodes()[node][1:] == before[1:]
+    # the token was made for this join; neither it nor its secret appears anywhere
+    made = tokens()
+    assert made
+    logs = on_node(CP, "journalctl", "--no-pager", "-o", "cat").stdout + on_node(node, "journalctl", "--no-pager", "-o", "cat").stdout
+    for tid, secret in made:
+        assert secret not in res.stdout and secret not in res.stderr
+        assert secret not in logs
+        assert "%s.%s" % (tid, secret) not in res.stdout
+    assert on_node(node, "test", "-e", "/etc/kubernetes/rackforge-join.yaml", check=False).returncode != 0
+    again = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP))
+    assert again.returncode == 0 and all(r["changed"] == 0 for r in again.recap.values()), again.stdout[-2000:]
+
+
+def test_site_in_two_limit_slices_gives_the_same_end_state_as_one_run(converged, gpu_nodes):
+    whole = api_nodes()
+    for node in gpu_nodes:
+        unjoin(node)
+    assert set(api_nodes()) == {CP}
+    first = playbook("site.yml", "--limit", "%s,%s" % (gpu_nodes[0], CP))
+    second = playbook("site.yml", "--limit", ",".join(gpu_nodes[1:]))  # the control plane is outside this slice
+    assert first.returncode == 0 and second.returncode == 0, (first.stdout[-2000:], second.stdout[-2000:])
+    assert CP not in second.recap
+    assert api_nodes() == whole
+
+
+@pytest.fixture
+def slice_inventory(tmp_path):
+    """An AWX job slice: an inventory holding one node only (no control plane, no other nodes)."""
+    lab_inv = (ROOT / "inventories" / "lab" / "hosts.yml").read_text()
+    hosts = yaml.safe_load(lab_inv)["all"]["children"]["gpu_nodes"]["hosts"]
+    inv_dir = tmp_path / "slice"
+    inv_dir.mkdir()
+    (inv_dir / "hosts.yml").write_text(yaml.safe_dump({"all": {"children": {"gpu_nodes": {"hosts": {"lab-node2": hosts["lab-node2"]}}}}}))
+    (inv_dir / "group_vars").symlink_to(ROOT / "inventories" / "lab" / "group_vars")
+    return inv_dir / "hosts.yml"
+
+
+def test_node_preparation_runs_in_a_slice_that_holds_only_its_own_host(converged, slice_inventory):
+    res = playbook("playbooks/prepare.yml", inventory=slice_inventory)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert set(res.recap) == {"lab-node2"} and res.recap["lab-node2"]["changed"] == 0

@@ -1,0 +1,148 @@
+"""containerd_config: merge, never clobber. Runs on the real containerd 1.6.20 files captured from
+Debian 12 (tests/fixtures/captured/containerd-1.6.20*.toml, provenance in the .src.txt)."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import containerd_config
+import pytest
+import tomllib
+from ansible.module_utils.rackforge.tomlw import dumps
+from ansible.module_utils.testing import patch_module_args
+from conftest import ROOT
+
+CAPTURED = ROOT / "tests" / "fixtures" / "captured"
+CRI = "io.containerd.grpc.v1.cri"
+NVIDIA = {"nvidia": {"binary_name": "/usr/bin/nvidia-container-runtime"}}
+
+
+def runtimes(cfg, plugin=CRI):
+    return cfg["plugins"][plugin]["containerd"]["runtimes"]
+
+
+@pytest.mark.parametrize("name", ["containerd-1.6.20-config-default.toml", "containerd-1.6.20-debian12-config.toml"])
+def test_writer_round_trips_real_containerd_configs(name):
+    data = tomllib.loads((CAPTURED / name).read_text())
+    assert tomllib.loads(dumps(data)) == data
+
+
+def test_writer_handles_arrays_of_tables_quoting_and_empty_tables():
+    data = {
+        "version": 2,
+        "a b": {"x": 'quote "me" \\ and\ttab', "empty": {}, "list": [1, 2], "mixed": [{"k": 1}, {"k": 2, "sub": {"z": True}}]},
+        "f": 1.5,
+    }
+    assert tomllib.loads(dumps(data)) == data
+
+
+def test_merge_sets_systemd_cgroup_and_nvidia_and_keeps_the_rest():
+    cfg = tomllib.loads((CAPTURED / "containerd-1.6.20-config-default.toml").read_text())
+    assert runtimes(cfg)["runc"]["options"]["SystemdCgroup"] is False  # the default that breaks kubelets
+    runtimes(cfg)["kata"] = {"runtime_type": "io.containerd.kata.v2"}  # added by hand
+    before = json.loads(json.dumps(cfg))
+    changes = containerd_config.merge(cfg, True, NVIDIA, "nvidia")
+    rts = runtimes(cfg)
+    assert rts["runc"]["options"]["SystemdCgroup"] is True
+    assert rts["nvidia"] == {
+        "runtime_type": "io.containerd.runc.v2",
+        "options": {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True},
+    }
+    assert rts["kata"] == {"runtime_type": "io.containerd.kata.v2"}
+    assert cfg["plugins"][CRI]["containerd"]["default_runtime_name"] == "nvidia"
+    # nothing else moved
+    for key in before["plugins"]:
+        if key != CRI:
+            assert cfg["plugins"][key] == before["plugins"][key]
+    assert "plugins.%s.containerd.runtimes.runc.options.SystemdCgroup" % CRI in changes
+    assert containerd_config.merge(cfg, True, NVIDIA, "nvidia") == []  # idempotent
+
+
+def test_merge_understands_containerd2_and_refuses_version1():
+    cfg = {"version": 3, "plugins": {"io.containerd.cri.v1.runtime": {"containerd": {"runtimes": {"runc": {"options": {}}}}}}}
+    containerd_config.merge(cfg, True, NVIDIA, "")
+    assert runtimes(cfg, "io.containerd.cri.v1.runtime")["nvidia"]["options"]["BinaryName"] == "/usr/bin/nvidia-container-runtime"
+    with pytest.raises(ValueError, match=r"version 1 is not supported.*containerd config migrate"):
+        containerd_config.merge({"version": 1, "plugins": {"cri": {}}}, True, {}, "")
+
+
+def run(args, capsys, check_mode=False):
+    if check_mode:
+        args = {**args, "_ansible_check_mode": True}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        containerd_config.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def fake_containerd(tmp_path, rc=0):
+    tool = tmp_path / "containerd"
+    default = CAPTURED / "containerd-1.6.20-config-default.toml"
+    tool.write_text('#!/bin/sh\ncase "$*" in\n  "config default") cat %s;;\n  *"config dump") exit %d;;\nesac\n' % (default, rc))
+    tool.chmod(0o755)
+    return str(tool)
+
+
+def test_module_merges_debian_file_and_keeps_a_hand_added_runtime(tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    path.write_text((CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text())
+    args = {
+        "path": str(path),
+        "runtimes": NVIDIA,
+        "default_runtime_name": "nvidia",
+        "containerd": fake_containerd(tmp_path),
+        "backup": False,
+    }
+    res = run(args, capsys)
+    assert res["changed"] and res["runtimes"] == ["nvidia", "runc"]
+    cfg = tomllib.loads(path.read_text())
+    assert cfg["plugins"][CRI]["cni"]["bin_dir"] == "/usr/lib/cni"  # Debian's own setting kept
+    # the GPU operator (or an operator by hand) adds a runtime; the next run keeps it
+    runtimes(cfg)["nvidia-cdi"] = {
+        "runtime_type": "io.containerd.runc.v2",
+        "options": {"BinaryName": "/usr/bin/nvidia-container-runtime.cdi"},
+    }
+    path.write_text("# hand edit\n" + dumps(cfg))
+    again = run(args, capsys)
+    assert not again["changed"] and again["changes"] == []
+    assert path.read_text().startswith("# hand edit")  # unchanged content: not rewritten, comments kept
+    assert "nvidia-cdi" in tomllib.loads(path.read_text())["plugins"][CRI]["containerd"]["runtimes"]
+
+
+def test_module_starts_from_containerd_defaults_when_the_file_is_missing(tmp_path, capsys):
+    path = tmp_path / "etc" / "config.toml"
+    res = run({"path": str(path), "containerd": fake_containerd(tmp_path)}, capsys)
+    assert res["changed"] and res["changes"][0] == "(whole file from containerd config default)"
+    cfg = tomllib.loads(path.read_text())
+    assert runtimes(cfg)["runc"]["options"]["SystemdCgroup"] is True
+    assert cfg["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]  # the defaults are all there
+
+
+def test_module_writes_nothing_when_containerd_refuses_the_result(tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    original = (CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text()
+    path.write_text(original)
+    res = run({"path": str(path), "containerd": fake_containerd(tmp_path, rc=1), "backup": False}, capsys)
+    assert res["failed"] and "refused the merged config (nothing written)" in res["msg"]
+    assert path.read_text() == original
+    assert [f for f in os.listdir(tmp_path) if f.startswith(".config.toml.")] == []
+
+
+def test_module_check_mode_changes_nothing_and_shows_a_diff(tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    original = (CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text()
+    path.write_text(original)
+    res = run({"path": str(path), "runtimes": NVIDIA, "containerd": fake_containerd(tmp_path)}, capsys, check_mode=True)
+    assert res["changed"] and "SystemdCgroup = true" in res["diff"]["after"]
+    assert path.read_text() == original
+
+
+def test_module_refuses_bad_input_before_reading(tmp_path, capsys):
+    res = run({"path": str(tmp_path / "c.toml"), "runtimes": {"nvidia": {}}}, capsys)
+    assert res["failed"] and "runtimes.nvidia: needs binary_name" in res["msg"]
+    res = run({"path": str(tmp_path / "c.toml"), "default_runtime_name": "kata"}, capsys)
+    assert res["failed"] and "default_runtime_name 'kata'" in res["msg"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("version = [\n")
+    res = run({"path": str(bad), "containerd": fake_containerd(tmp_path)}, capsys)
+    assert res["failed"] and "is not valid TOML" in res["msg"] and bad.read_text() == "version = [\n"
