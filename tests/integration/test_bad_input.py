@@ -59,7 +59,10 @@ CASES = [
         "kubernetes_node_control_plane_host must name the inventory host that creates join tokens",
     ),
     ({"kubernetes_node_control_plane_host": "cp-nope"}, "(one of lab-cp1), got 'cp-nope'"),
-    ({"kubernetes_node_network_cidr": "10.99.0.0/24"}, "must match exactly one interface address on lab-node1 (the node IP); found none"),
+    (
+        {"kubernetes_node_network_cidr": "192.168.250.0/24"},
+        "must match exactly one interface address on lab-node1 (the node IP); found none",
+    ),
     # the multi-NIC trap: a CIDR that also covers the RDMA NICs' addresses
     (
         {
@@ -69,6 +72,9 @@ CASES = [
             "kubernetes_control_plane_rdma_cidrs": [],
         },
         "found eth0 (10.89.77.11), ens1np0 (10.201.0.11)",
+        "nodes",
+        # the moved pod/service networks are valid for the control plane: only the nodes run
+        ["--limit", "gpu_nodes"],
     ),
     ({"kubernetes_node_taints": [{"key": "gpu", "effect": "NoRun"}]}, "effect NoSchedule|PreferNoSchedule|NoExecute"),
     (
@@ -93,7 +99,7 @@ CASES = [
     ({"kubernetes_control_plane_pod_cidr": "10.244.1.0/16"}, "'10.244.1.0/16' has host bits set (the network is 10.244.0.0/16)", "all"),
     ({"calico_encapsulation": "GRE"}, "calico_encapsulation one of None, IPIP, IPIPCrossSubnet, VXLAN, VXLANCrossSubnet (got GRE)", "all"),
     ({"calico_operator_manifest_checksum": ""}, "calico_operator_manifest_checksum the manifest's sha256, 64 hex digits", "all"),
-    ({"kubernetes_control_plane_gpu_weight": "heavy"}, "kubernetes_control_plane_gpu_weight 1..100 (got heavy)", "cp"),
+    ({"kubernetes_control_plane_gpu_weight": "heavy"}, "kubernetes_control_plane_gpu_weight 1..100 (got heavy)", "all"),
 ]
 CONTROL_PLANE = "lab-cp1"
 
@@ -104,11 +110,11 @@ def test_there_are_at_least_30_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=[next(iter(c[0])) + "=" + json.dumps(c[0][next(iter(c[0]))]) for c in CASES])
 def test_bad_input_fails_before_any_change(converged, gpu_nodes, case):
-    extra, needle, fails = (*case, "nodes")[:3]
+    extra, needle, fails, args = (*case, *("nodes", [])[len(case) - 2 :])
     hosts = [*gpu_nodes, CONTROL_PLANE]
-    failing = {"nodes": gpu_nodes, "all": hosts, "cp": [CONTROL_PLANE]}[fails]
+    failing = {"nodes": gpu_nodes, "all": hosts}[fails]
     before = {n: node_state(n) for n in hosts}
-    res = playbook("site.yml", "-e", json.dumps(extra))
+    res = playbook("site.yml", "-e", json.dumps(extra), *args)
     assert res.returncode != 0
     assert needle in " ".join(res.stdout.split()), res.stdout[-3000:]
     assert "TASK [nvidia_driver : Install" not in res.stdout  # stopped in a validation play
