@@ -764,6 +764,21 @@ def _kubectl(args, out, call):
         call("DELETE", "/api/v1/nodes/%s" % args[2])
         print('node "%s" deleted' % args[2])
         return 0
+    if verb == "k8sim-add-pod":  # SIMULATION: put a workload on a node (NODE NAMESPACE/NAME [--daemonset] [--pdb-refusals N])
+        refusals = int(_flag(args, "--pdb-refusals", "0"))
+        pod = sim_pod(args[1], args[2], daemonset="--daemonset" in args)
+        call("POST", "/k8sim/v1/pods", {"pod": pod, "pdb_refusals": refusals})
+        print("pod/%s added on %s (SIMULATED)" % (args[2], args[1]))
+        return 0
+    if verb == "get" and args[1:2] == ["pods"]:
+        sel = (
+            "?fieldSelector=spec.nodeName%%3D%s" % _flag(args, "--field-selector").split("=", 1)[1]
+            if "--field-selector" in " ".join(args)
+            else ""
+        )
+        obj = call("GET", "/api/v1/pods" + sel)
+        print(json.dumps(obj, indent=1) if out == "json" else "\n".join(p["metadata"]["name"] for p in obj["items"]))
+        return 0
     if verb == "drain":
         return _drain(args[1], args, call)
     if verb == "apply" and "-f" in args:
@@ -792,20 +807,52 @@ def _drain(node, args, call):
     deadline = time.time() + timeout if timeout else None
     while True:
         pods = call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%%3D%s" % node)["items"]
-        todo = [p for p in pods if not (p.get("daemonset") and "--ignore-daemonsets" in args)]
+        daemon = [p for p in pods if any(o["kind"] == "DaemonSet" for o in p["metadata"].get("ownerReferences", []))]
+        todo = [p for p in pods if p not in daemon or "--ignore-daemonsets" not in args]
         if not todo:
             print("node/%s drained" % node)
             return 0
         for p in todo:
+            meta = p["metadata"]
             try:
-                call("POST", "/api/v1/namespaces/%s/pods/%s/eviction" % (p["namespace"], p["name"]), {"kind": "Eviction"})
-                print("pod/%s evicted" % p["name"])
+                call("POST", "/api/v1/namespaces/%s/pods/%s/eviction" % (meta["namespace"], meta["name"]), {"kind": "Eviction"})
+                print("pod/%s evicted" % meta["name"])
             except Invalid as exc:
-                sys.stderr.write("error when evicting pods/%s: %s (will retry after 5s)\n" % (p["name"], exc))
+                sys.stderr.write("error when evicting pods/%s: %s (will retry after 1s)\n" % (meta["name"], exc))
         if deadline and time.time() > deadline:
             sys.stderr.write("error: unable to drain node %s: global timeout reached\n" % node)
             return 1
         time.sleep(1)
+
+
+def _json_patch_to_merge(ops):
+    """The JSON-patch ops clients send for a node (add/replace/remove of one path) as a merge patch."""
+    merge = {}
+    for op in ops:
+        keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].strip("/").split("/")]
+        cur = merge
+        for k in keys[:-1]:
+            cur = cur.setdefault(k, {})
+        cur[keys[-1]] = None if op["op"] == "remove" else op.get("value")
+    return merge
+
+
+def sim_pod(node, ref, daemonset=False):
+    """A Pod object as the API returns it (SIMULATION: nothing runs it)."""
+    namespace, _, name = ref.partition("/")
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet" if daemonset else "ReplicaSet",
+        "name": name.rsplit("-", 1)[0],
+        "uid": secrets.token_hex(8),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [{**owner, "controller": True}]},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "registry.invalid/sim:1"}]},
+        "status": {"phase": "Running"},
+    }
 
 
 # ----------------------------------------------------------------------------- API server
@@ -861,6 +908,18 @@ def apiserver(_argv):
                 who = self.who(st)
                 if who is None:
                     return self.status(401, "Unauthorized")
+                # discovery, as client libraries (kubernetes.core's dynamic client) read it
+                if url.path == "/api":
+                    return self.reply(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
+                if url.path == "/apis":
+                    return self.reply(200, {"kind": "APIGroupList", "apiVersion": "v1", "groups": []})
+                if url.path == "/api/v1":
+                    resources = [
+                        {"name": "nodes", "namespaced": False, "kind": "Node", "verbs": ["get", "list", "patch", "delete", "create"]},
+                        {"name": "pods", "namespaced": True, "kind": "Pod", "verbs": ["get", "list"]},
+                        {"name": "pods/eviction", "namespaced": True, "kind": "Eviction", "verbs": ["create"]},
+                    ]
+                    return self.reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources})
                 nodes = st.setdefault("nodes", {})
                 if parts[:3] == ["api", "v1", "nodes"]:
                     if self.command == "POST" and len(parts) == 3:
@@ -887,6 +946,8 @@ def apiserver(_argv):
                     if self.command == "PATCH":
                         patch = self.body()
                         node = nodes[name]
+                        if isinstance(patch, list):  # application/json-patch+json
+                            patch = _json_patch_to_merge(patch)
                         for key, value in patch.get("metadata", {}).get("labels", {}).items():
                             if value is None:
                                 node["metadata"]["labels"].pop(key, None)
@@ -903,19 +964,33 @@ def apiserver(_argv):
                         return self.reply(200, {"kind": "Status", "status": "Success"})
                 if who == "bootstrap":
                     return self.status(403, "bootstrap tokens may only register a node")
+                pods = st.setdefault("pods", [])
                 if url.path == "/api/v1/pods":
                     sel = q.get("fieldSelector", "")
                     node = sel.split("=", 1)[1] if sel.startswith("spec.nodeName=") else None
-                    return self.reply(200, {"kind": "PodList", "items": [p for p in st.get("pods", []) if node in (None, p["node"])]})
-                if len(parts) == 7 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods" and parts[6] == "eviction":
-                    for p in st.get("pods", []):
-                        if p["namespace"] == parts[3] and p["name"] == parts[5]:
-                            if p.get("pdb_refusals", 0) > 0:
-                                p["pdb_refusals"] -= 1
-                                return self.status(429, "Cannot evict pod as it would violate the pod's disruption budget.")
-                            st["pods"].remove(p)
-                            return self.reply(201, {"kind": "Status", "status": "Success"})
-                    return self.status(404, 'pods "%s" not found' % parts[5])
+                    items = [p for p in pods if node in (None, p["spec"]["nodeName"])]
+                    return self.reply(200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items})
+                if len(parts) >= 6 and parts[:3] == ["api", "v1", "namespaces"] and parts[4] == "pods":
+                    pod = next((p for p in pods if (p["metadata"]["namespace"], p["metadata"]["name"]) == (parts[3], parts[5])), None)
+                    if pod is None:
+                        return self.status(404, 'pods "%s" not found' % parts[5])
+                    if len(parts) == 6 and self.command == "GET":
+                        return self.reply(200, pod)
+                    if len(parts) == 7 and parts[6] == "eviction" and self.command == "POST":
+                        sim = st.setdefault("pod_sim", {})
+                        key = "%s/%s" % (parts[3], parts[5])
+                        if sim.get(key, 0) > 0:  # a PodDisruptionBudget says not now
+                            sim[key] -= 1
+                            return self.status(429, "Cannot evict pod as it would violate the pod's disruption budget.")
+                        pods.remove(pod)
+                        return self.reply(201, {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": pod["metadata"]})
+                if url.path == "/k8sim/v1/pods" and who == "admin" and self.command == "POST":
+                    req = self.body()
+                    pods.append(req["pod"])
+                    st.setdefault("pod_sim", {})["%s/%s" % (req["pod"]["metadata"]["namespace"], req["pod"]["metadata"]["name"])] = req.get(
+                        "pdb_refusals", 0
+                    )
+                    return self.reply(201, req["pod"])
                 if url.path == "/k8sim/v1/apply" and who == "admin":
                     results = []
                     objects = st.setdefault("objects", [])

@@ -1,0 +1,68 @@
+"""Rolling GPU driver upgrade in the lab (SIMULATED driver packages, reboot by container restart,
+SIMULATED control plane answering kubernetes.core.k8s_drain): canary first, a node that fails
+its post-upgrade health check stays cordoned and the run stops before the next batch; once it
+is fixed a re-run finishes the fleet; a rollback is the same playbook with the old version."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import ROOT, lab, on_node, playbook
+
+CP = "lab-cp1"
+OLD, NEW = "550.127.05", "550.144.03"
+
+
+def driver(node):
+    return on_node(node, "sh", "-c", "nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u").stdout.strip()
+
+
+def cordoned():
+    nodes = json.loads(on_node(CP, "kubectl", "get", "nodes", "-o", "json").stdout)["items"]
+    return {n["metadata"]["name"] for n in nodes if n["spec"].get("unschedulable")}
+
+
+def pods():
+    return {p["metadata"]["name"] for p in json.loads(on_node(CP, "kubectl", "get", "pods", "-o", "json").stdout)["items"]}
+
+
+def upgrade(version):
+    return playbook("playbooks/upgrade_gpu_driver.yml", "-e", "nvidia_driver_version=%s" % version)
+
+
+def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(converged, gpu_nodes):
+    canary, second, third = gpu_nodes
+    for node in gpu_nodes:  # a workload that a PodDisruptionBudget refuses to evict once, and a DaemonSet pod
+        on_node(CP, "kubectl", "k8sim-add-pod", node, "inference/llm-7d9f-%s" % node, "--pdb-refusals", "1")
+        on_node(CP, "kubectl", "k8sim-add-pod", node, "kube-system/calico-node-%s" % node, "--daemonset")
+    lab("fault", second, "nvlink_inactive", "gpu=2", "links=7")  # persists across the reboot
+    try:
+        res = upgrade(NEW)
+        assert res.returncode != 0
+        out = res.stdout
+        # batches [1, 10%, 25%]: the canary is upgraded and back in service before the next node starts
+        assert out.index("TASK [Uncordon the healthy node]") < out.index("FAILED - RETRYING: [%s -> localhost]: Cordon and drain" % second)
+        assert res.recap[canary]["failed"] == 0 and res.recap[second]["failed"] == 1
+        assert third not in res.recap or res.recap[third]["changed"] == 0  # the run stopped before its batch
+        assert "FAILED - RETRYING: [%s -> localhost]: Cordon and drain" % canary in out  # the PDB refusal was retried
+        assert (driver(canary), driver(second), driver(third)) == (NEW, NEW, OLD)
+        assert cordoned() == {second}
+        left = pods()
+        assert "llm-7d9f-%s" % canary not in left and "llm-7d9f-%s" % second not in left
+        assert {"llm-7d9f-%s" % third, "calico-node-%s" % canary, "calico-node-%s" % second} <= left
+    finally:
+        lab("fault", second, "clear")
+    # fixed: the re-run uncordons the second node (already on the new version) and upgrades the third
+    res = upgrade(NEW)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert {driver(n) for n in gpu_nodes} == {NEW} and cordoned() == set()
+    again = upgrade(NEW)
+    assert again.returncode == 0 and all(again.recap[n]["changed"] == 0 for n in gpu_nodes)
+    # rollback: the same playbook, the old version
+    res = upgrade(OLD)
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert {driver(n) for n in gpu_nodes} == {OLD} and cordoned() == set()
+    for node in gpu_nodes:
+        held = on_node(node, "apt-mark", "showhold").stdout.split()
+        assert {"nvidia-driver-550", "nvidia-fabricmanager-550"} & set(held)
+    assert not (ROOT / ".cache" / "rackforge-upgrade.kubeconfig").exists()  # the admin kubeconfig copy is gone
