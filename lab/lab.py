@@ -334,8 +334,17 @@ def cmd_fresh(opts):
     wait_ssh(port)
     entry = {"ansible_port": port, "rackforge_lab_ip": FRESH_IP, "rackforge_mgmt_address": FRESH_IP, "rackforge_hw_profile": opts.profile}
     inv = {"all": {"children": {"gpu_nodes": {"hosts": {opts.name: entry}}}}}
+    # the shared lab's control plane, so the fresh node can join (or preview its join)
+    lab_hosts = json.load(open(os.path.join(STATE, "lab.json")))
+    cps = {
+        n: {"ansible_port": h["port"], "rackforge_lab_ip": h["ip"], "rackforge_mgmt_address": h["ip"]}
+        for n, h in lab_hosts.items()
+        if not h["profile"]
+    }
+    if cps:
+        inv["all"]["children"]["kube_control_plane"] = {"hosts": cps}
     with open(path, "w") as fh:
-        fh.write("---\n# Written by lab/lab.py fresh: one never-converged node.\n" + _yaml(inv) + "\n")
+        fh.write("---\n# Written by lab/lab.py fresh: one never-converged node (and the lab's control plane).\n" + _yaml(inv) + "\n")
     print("lab: %s %s ssh 127.0.0.1:%d profile %s (inventory %s)" % (opts.name, FRESH_IP, port, opts.profile, path))
     return 0
 

@@ -16,8 +16,8 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 SURVEYS = {
     "bootstrap": {
-        "name": "rackforge bootstrap (site.yml)",
-        "description": "Take servers to healthy, monitored GPU nodes",
+        "name": "rackforge node preparation (playbooks/prepare.yml)",
+        "description": "Take servers to healthy, monitored GPU nodes with containerd and the Kubernetes packages (sliceable)",
         "variables": [
             "nvidia_driver_version",
             "nvidia_driver_install_method",
@@ -29,7 +29,26 @@ SURVEYS = {
             "network_tuning_buffers",
             "network_tuning_profile",
             "health_checks_enforce",
+            "kubernetes_node_version",
         ],
+    },
+    "kubernetes": {
+        "name": "rackforge kubernetes (playbooks/kubernetes.yml)",
+        "description": "Control plane and Calico for a new cluster, then the join of healthy nodes (never sliced)",
+        "variables": [
+            "kubernetes_node_version",
+            "kubernetes_node_hardware_labels",
+            "kubernetes_control_plane_init",
+            "kubernetes_control_plane_gpu_bin_packing",
+            "kubernetes_control_plane_gpu_weight",
+            "calico_encapsulation",
+            "calico_autodetection",
+        ],
+    },
+    "driver_upgrade": {
+        "name": "rackforge GPU driver upgrade (playbooks/upgrade_gpu_driver.yml)",
+        "description": "Rolling driver and fabric manager upgrade or rollback, canary first (never sliced)",
+        "variables": ["nvidia_driver_version", "nvidia_driver_branch", "health_checks_lossless_priority"],
     },
     "health_check": {
         "name": "rackforge health check (playbooks/health_check.yml)",

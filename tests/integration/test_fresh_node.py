@@ -17,6 +17,7 @@ def fresh_node():
         yield FRESH
     finally:
         lab("fresh", FRESH, "--remove")
+        on_node("lab-cp1", "kubectl", "delete", "node", FRESH, check=False)  # if it joined
 
 
 def fresh_playbook(tmp, *args):

@@ -43,3 +43,20 @@ def test_surveys_are_current_and_within_the_role_specs():
                 assert set(q["choices"]) <= {str(c) for c in spec["choices"]}, q["variable"]
             if spec["type"] == "int":
                 assert q["type"] == "integer", q["variable"]
+
+
+def test_only_node_preparation_is_sliced_and_every_template_playbook_exists():
+    play = yaml.safe_load((ROOT / "playbooks" / "awx_configure.yml").read_text())[0]
+    templates = next(t for t in play["tasks"] if "awx.awx.job_template" in t)["loop"]
+    sliced = {t["playbook"] for t in templates if str(t["slices"]) != "1"}
+    assert sliced == {"playbooks/prepare.yml"}
+    for t in templates:
+        assert (ROOT / t["playbook"]).exists(), t["playbook"]
+        assert (ROOT / "awx" / "surveys" / (t["survey"] + ".json")).exists(), t["survey"]
+    # the sliceable playbook never reaches the control plane or another host's variables
+    for name in ("prepare.yml", "runtime.yml", "preflight.yml", "gpu.yml", "network.yml", "monitoring.yml", "health.yml"):
+        text = (ROOT / "playbooks" / name).read_text()
+        assert "kube_control_plane" not in text and "delegate_to" not in text, name
+    for role in ("container_runtime", "nvidia_driver", "gpu_tuning", "rdma_roce", "network_tuning", "health_checks", "preflight"):
+        for path in (ROOT / "roles" / role).rglob("*.yml"):
+            assert "hostvars[" not in path.read_text() and "groups[" not in path.read_text(), path
