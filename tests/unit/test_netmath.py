@@ -107,8 +107,54 @@ FACTS = {
 
 
 def test_interface_for_cidr_picks_the_management_nic():
-    assert F["interface_for_cidr"](FACTS, "192.0.2.0/24") == {"interface": "eno1", "address": "192.0.2.11"}
+    assert F["interface_for_cidr"](FACTS, "192.0.2.0/24") == {"interface": "eno1", "address": "192.0.2.11", "mtu": None}
     assert F["interface_for_cidr"](FACTS, "10.201.0.0/24")["interface"] == "ens2np0"
+
+
+# `ip -j addr show` on a GPU node (the shape the roles read instead of gathering network facts)
+IP_J = [
+    {"ifname": "lo", "mtu": 65536, "addr_info": [{"family": "inet", "local": "127.0.0.1", "prefixlen": 8}]},
+    {
+        "ifname": "eno1",
+        "mtu": 1500,
+        "addr_info": [{"family": "inet", "local": "192.0.2.11", "prefixlen": 24}, {"family": "inet6", "local": "fe80::1"}],
+    },
+    {"ifname": "ens1np0", "mtu": 9000, "addr_info": [{"family": "inet", "local": "10.201.0.11", "prefixlen": 24}]},
+    {"ifname": "ens2np0", "mtu": 9000, "addr_info": []},
+]
+
+
+def test_interface_for_cidr_reads_ip_json_with_the_mtu():
+    assert F["interface_for_cidr"](IP_J, "192.0.2.0/24") == {"interface": "eno1", "address": "192.0.2.11", "mtu": 1500}
+    assert F["interfaces_in_cidr"](IP_J, "10.0.0.0/8") == ["ens1np0 (10.201.0.11)"]
+    assert F["interfaces_in_cidr"](IP_J, "0.0.0.0/0") == ["lo (127.0.0.1)", "eno1 (192.0.2.11)", "ens1np0 (10.201.0.11)"]
+    with pytest.raises(AnsibleFilterError, match="found none"):
+        F["interface_for_cidr"](IP_J, "172.16.0.0/12")
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("10.244.0.0/16", ""),
+        ("10.244.0.0/33", "is not a CIDR"),
+        ("10.244.1.0/16", "has host bits set (the network is 10.244.0.0/16)"),
+        ("10.244.0.0", "with a prefix length"),
+        ("fd00::/64", "not an IPv4 CIDR"),
+        ("eth0", "is not a CIDR"),
+    ],
+)
+def test_cidr_problem_names_the_variable(value, problem):
+    msg = F["cidr_problem"](value, "kubernetes_control_plane_pod_cidr")
+    assert (msg == "") if not problem else (problem in msg and msg.startswith("kubernetes_control_plane_pod_cidr: "))
+
+
+def test_k8s_labels_follow_the_kubelet_rules():
+    assert F["k8s_label_value"]("NVIDIA H100 80GB HBM3") == "NVIDIA-H100-80GB-HBM3"
+    assert F["k8s_label_value"]("NVIDIA A100-PCIE-40GB") == "NVIDIA-A100-PCIE-40GB"
+    ok = {"nvidia.com/gpu.count": "8", "rackforge.io/pool": "inference", "node.kubernetes.io/instance-type": "hgx", "a": ""}
+    assert F["k8s_label_problems"](ok) == []
+    bad = F["k8s_label_problems"]({"node-role.kubernetes.io/gpu": "", "x/-bad": "v", "k": "has space", "long": "x" * 64})
+    assert len(bad) == 4 and "NodeRestriction" in bad[0]
 
 
 def test_interface_for_cidr_refuses_ambiguity_and_absence():
