@@ -73,3 +73,18 @@ def faulted(gpu_nodes):
     yield inject
     for node in injected:
         lab("fault", node, "clear")
+
+
+FRESH = "lab-fresh1"
+
+
+@pytest.fixture(scope="module")
+def fresh_node():
+    """A never-converged node beside the shared lab (inventories/lab/fresh.yml), removed again
+    after the module, and taken out of the cluster if a test joined it."""
+    lab("fresh", FRESH)
+    try:
+        yield FRESH
+    finally:
+        lab("fresh", FRESH, "--remove")
+        on_node("lab-cp1", "kubectl", "delete", "node", FRESH, check=False)

@@ -3,21 +3,9 @@ what it would change, and changes nothing. Then the runfile method on the same n
 
 from __future__ import annotations
 
-import pytest
-from conftest import ROOT, lab, node_state, on_node, playbook
+from conftest import ROOT, node_state, on_node, playbook
 
-FRESH = "lab-fresh1"
 RUNFILE = ["-e", "nvidia_driver_install_method=runfile"]
-
-
-@pytest.fixture(scope="module")
-def fresh_node():
-    lab("fresh", FRESH)
-    try:
-        yield FRESH
-    finally:
-        lab("fresh", FRESH, "--remove")
-        on_node("lab-cp1", "kubectl", "delete", "node", FRESH, check=False)  # if it joined
 
 
 def fresh_playbook(tmp, *args):
