@@ -5,7 +5,7 @@
 # Idempotent and quiet when nothing is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus)
+apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus nftables)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

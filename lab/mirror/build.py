@@ -48,6 +48,11 @@ DISTRO_PACKAGES = (
     "runc",
     "python3-yaml",
     "libyaml-0-2",
+    # host_firewall
+    "nftables",
+    "libnftables1",
+    "libnftnl11",
+    "libjansson4",
 )
 # SIMULATED Kubernetes packages (lab/k8sim), published like pkgs.k8s.io: a flat repository per
 # minor version at /kubernetes/core:/stable:/v<minor>/deb/ with its Release.key

@@ -51,6 +51,7 @@ CASES = [
         {"gpu_tuning_schedules": [{"name": "night", "on_calendar": "*-*-* 22:00:00", "settings": {"power_limit": 5000}}]},
         "gpu_tuning_schedules[night].settings: power_limit 5000.0 W is outside",
     ),
+    ({"host_firewall_enabled": True}, "an empty list would shut them out"),
     ({"nvidia_driver_install_method": "tarball"}, "nvidia_driver_install_method must be package, runfile or preinstalled, got 'tarball'"),
     # Kubernetes: node settings
     ({"kubernetes_node_version": "1.23.5"}, "kubernetes_node_version must be X.Y.Z and >= 1.24.0 (got '1.23.5')"),

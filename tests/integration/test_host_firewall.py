@@ -1,0 +1,53 @@
+"""host_firewall in the lab (real nftables in each node's own network namespace): with it on, the
+monitoring host (the lab host, where Prometheus runs) still scrapes a node and the control plane
+still reaches its kubelet port, while another node is cut off from both; off again, the table
+and its unit are gone."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+
+from conftest import on_node, playbook
+
+NODE, OTHER, CP = "lab-node1", "lab-node2", "lab-cp1"
+PROBE = (
+    "import socket,sys\n"
+    "s=socket.socket(); s.settimeout(3)\n"
+    "try:\n    s.connect((sys.argv[1], int(sys.argv[2]))); print('open')\n"
+    "except socket.timeout:\n    print('dropped')\n"
+    "except ConnectionRefusedError:\n    print('refused')\n"
+)
+
+
+def probe(src, ip, port):
+    return on_node(src, "python3", "-c", PROBE, ip, str(port)).stdout.strip()
+
+
+def test_exporter_and_kubelet_ports_only_from_monitoring_and_control_plane(converged):
+    ip = json.loads(on_node(NODE, "ip", "-j", "-4", "addr", "show", "eth0").stdout)[0]["addr_info"][0]["local"]
+    gateway = json.loads(on_node(NODE, "ip", "-j", "route", "show", "default").stdout)[0]["gateway"]  # the lab host
+    cp_ip = json.loads(on_node(CP, "ip", "-j", "-4", "addr", "show", "eth0").stdout)[0]["addr_info"][0]["local"]
+    assert probe(OTHER, ip, 9100) == "open"
+    on = {
+        "host_firewall_enabled": True,
+        "host_firewall_scrape_sources": [gateway + "/32"],
+        "host_firewall_kubelet_sources": [cp_ip + "/32"],
+    }
+    try:
+        res = playbook("playbooks/monitoring.yml", "--limit", NODE, "-e", json.dumps(on))
+        assert res.returncode == 0 and res.recap[NODE]["changed"] >= 1, res.stdout[-3000:]
+        assert "rackforge_filter" in on_node(NODE, "nft", "list", "tables").stdout
+        assert probe(OTHER, ip, 9100) == "dropped"
+        assert probe(OTHER, ip, 10250) == "dropped"
+        assert probe(CP, ip, 10250) == "refused"  # let through; nothing listens there in the lab (no real kubelet)
+        with urllib.request.urlopen("http://%s:9100/metrics" % ip, timeout=5) as resp:  # the monitoring host scrapes
+            assert resp.status == 200 and b"node_exporter_build_info" in resp.read()
+        again = playbook("playbooks/monitoring.yml", "--limit", NODE, "-e", json.dumps(on))
+        assert again.returncode == 0 and again.recap[NODE]["changed"] == 0
+    finally:
+        off = playbook("playbooks/monitoring.yml", "--limit", NODE)
+    assert off.returncode == 0, off.stdout[-3000:]
+    assert "rackforge_filter" not in on_node(NODE, "nft", "list", "tables").stdout
+    assert on_node(NODE, "test", "-e", "/etc/systemd/system/rackforge-firewall.service", check=False).returncode != 0
+    assert probe(OTHER, ip, 9100) == "open"
