@@ -114,3 +114,15 @@ def test_node_preparation_runs_in_a_slice_that_holds_only_its_own_host(converged
     res = playbook("playbooks/prepare.yml", inventory=slice_inventory)
     assert res.returncode == 0, res.stdout[-3000:]
     assert set(res.recap) == {"lab-node2"} and res.recap["lab-node2"]["changed"] == 0
+
+
+def test_a_drifted_hardware_label_is_corrected_from_the_control_plane(converged):
+    node = "lab-node1"
+    on_node(CP, "kubectl", "label", "node", node, "--overwrite", "nvidia.com/gpu.count=7")
+    assert api_nodes()[node][1]["nvidia.com/gpu.count"] == "7"
+    res = playbook("playbooks/join.yml", "--limit", node)
+    assert res.returncode == 0 and res.recap[node]["changed"] >= 1, res.stdout[-3000:]
+    assert "TASK [kubernetes_node : Relabel the node where its hardware changed]" in res.stdout
+    assert api_nodes()[node][1]["nvidia.com/gpu.count"] == "8"
+    again = playbook("playbooks/join.yml", "--limit", node)
+    assert again.returncode == 0 and again.recap[node]["changed"] == 0
