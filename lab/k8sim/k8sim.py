@@ -241,8 +241,9 @@ def validate_taints(taints, where):
         _unknown(t, TAINT, "%s[%d]" % (where, i))
         if t.get("effect") not in EFFECTS:
             raise Invalid("%s[%d].effect: %r is not one of %s" % (where, i, t.get("effect"), ", ".join(EFFECTS)))
-        if label_problems({t.get("key", ""): t.get("value", "")}):
-            raise Invalid("%s[%d]: %s" % (where, i, "; ".join(label_problems({t.get("key", ""): t.get("value", "")}))))
+        problems = label_problems({t.get("key", ""): t.get("value", "")})
+        if problems:
+            raise Invalid("%s[%d]: %s" % (where, i, "; ".join(problems)))
 
 
 def validate_node_registration(nr, where):
@@ -520,6 +521,19 @@ def _flag(args, name, default=None):
     return default
 
 
+def _pop_flag(args, name):
+    """Remove `name value` or `name=value` from args; the value, or None."""
+    for i, a in enumerate(args):
+        if a == name and i + 1 < len(args):
+            value = args[i + 1]
+            del args[i : i + 2]
+            return value
+        if a.startswith(name + "="):
+            del args[i]
+            return a.split("=", 1)[1]
+    return None
+
+
 def _duration(text):
     total, found = 0, False
     for num, unit in re.findall(r"(\d+)([hms])", text):
@@ -699,21 +713,8 @@ def load_kubeconfig(path):
 # ----------------------------------------------------------------------------- kubectl
 def kubectl(argv):
     args = list(argv)
-    kcfg = os.environ.get("KUBECONFIG") or os.path.join(ETC_K8S, "admin.conf")
-    out = None
-    for flag in ("--kubeconfig",):
-        if flag in args:
-            i = args.index(flag)
-            kcfg = args[i + 1]
-            del args[i : i + 2]
-    for a in list(args):
-        if a.startswith("--kubeconfig="):
-            kcfg = a.split("=", 1)[1]
-            args.remove(a)
-    if "-o" in args:
-        i = args.index("-o")
-        out = args[i + 1]
-        del args[i : i + 2]
+    kcfg = _pop_flag(args, "--kubeconfig") or os.environ.get("KUBECONFIG") or os.path.join(ETC_K8S, "admin.conf")
+    out = _pop_flag(args, "-o")
     if args[:1] == ["version"]:
         print(json.dumps({"clientVersion": {"gitVersion": "v" + VERSION}}))
         return 0
