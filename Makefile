@@ -7,7 +7,7 @@ LAB_NODES ?= 3
 LAB_PROFILE ?= hgx-h100-8gpu
 LAB_ARGS ?=
 
-.PHONY: setup lab lab-up lab-down lab-converge lint unit test-lab integration molecule test clean
+.PHONY: setup lab lab-up lab-down lab-converge lint unit test-lab integration molecule test bench clean
 
 setup:
 	@scripts/setup.sh
@@ -54,6 +54,13 @@ integration: test-lab molecule
 	pytest -q tests/integration
 
 test: lint unit integration
+
+## make bench: converge, no-op, health and fact-gathering times for 1, 4 and 8 lab nodes, 3 times
+## each (about 40 minutes; replaces the lab's nodes); writes bench/results/latest.{json,md}
+BENCH_ARGS ?=
+bench: setup
+	python3 lab/lab.py up --nodes 1 >/dev/null
+	python3 bench/bench.py $(BENCH_ARGS)
 
 clean:
 	rm -rf .cache reports/*.json reports/*.md reports/*.html reports/prometheus

@@ -164,6 +164,26 @@ def k8s_label_value(value):
     return text[:63].rstrip("-_.")
 
 
+def apt_pending(dpkg_rows, wanted, held=()):
+    """What an apt/hold step would still change, from `dpkg-query -W -f '${Package}\\t${Version}
+    \\t${db:Status-Abbrev}\\n' PKG...` output: wanted is {package: version}, where the installed
+    version must be the version or start with "version-" (the Debian revision); held lists the
+    packages that must also be on hold ("hi"). [] means installed, pinned and held: nothing to do."""
+    state = {}
+    for line in str(dpkg_rows or "").splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 3:
+            state[parts[0]] = (parts[1], parts[2].strip())
+    pending = []
+    for pkg, version in (wanted or {}).items():
+        have, status = state.get(pkg, ("", ""))
+        if status[1:2] != "i" or not (have == str(version) or have.startswith("%s-" % version)):
+            pending.append("%s=%s (installed: %s)" % (pkg, version, have or "none"))
+        elif pkg in held and status[:1] != "h":
+            pending.append("%s (not held)" % pkg)
+    return pending
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -178,4 +198,5 @@ class FilterModule:
             "k8s_label_problems": k8s_label_problems,
             "k8s_label_value": k8s_label_value,
             "interface_for_cidr": interface_for_cidr,
+            "apt_pending": apt_pending,
         }

@@ -73,6 +73,33 @@ def test_every_file_task_names_owner_group_and_mode(path, task):
     assert {"owner", "group", "mode"} <= set(args), (path, task["name"])
 
 
+FILES_TASKS = [(p, t) for p, t in ALL_TASKS if "rackforge_files" in t]
+
+
+def test_the_multi_file_module_is_used_and_its_owner_defaults_to_root():
+    """rackforge_files writes root:root unless told otherwise (the module's default, checked here
+    in its source), so its entries need only name the mode."""
+    assert len(FILES_TASKS) >= 8
+    source = (ROOT / "library" / "rackforge_files.py").read_text()
+    assert 'item.get("owner") or "root"' in source and 'item.get("group") or "root"' in source
+
+
+@pytest.mark.parametrize(("path", "task"), FILES_TASKS, ids=str)
+def test_every_multi_file_entry_names_its_mode(path, task):
+    files = task["rackforge_files"]["files"]
+    if isinstance(files, str):  # built by a template: every entry there names its mode too
+        entries = re.findall(r'\{"dest":[^{}]*?"mode": "0[0-7]{3}"', files) or re.findall(r"'dest':[^{}]*?'mode': '0[0-7]{3}'", files)
+        template = re.search(r"lookup\('ansible.builtin.template', '([^']+\.json\.j2)'\)", files)
+        if template:
+            text = (ROOT / path.parts[0] / path.parts[1] / "templates" / template.group(1)).read_text()
+            assert text.count('"dest":') == text.count('"mode": "0'), (path, task["name"])
+        else:
+            assert entries and len(entries) == files.count("'dest':"), (path, task["name"])
+        return
+    for entry in files:
+        assert re.match(r"^0[0-7]{3}$", str(entry.get("mode", ""))), (path, task["name"], entry.get("dest"))
+
+
 def test_kubeconfigs_and_keys_are_private():
     for path, task in ALL_TASKS:
         for module in FILE_MODULES:

@@ -1,0 +1,344 @@
+#!/usr/bin/env python3
+"""rackforge bench: what site.yml costs on the lab, per node count, measured (make bench).
+
+For each N in --nodes (default 1,4,8) and each repetition (--reps, default 3), on a lab rebuilt
+from the cached image (N simulated HGX H100 nodes and the control plane):
+
+  fresh     site.yml on never-converged nodes
+  noop      site.yml again (the target: changed=0, <= 60 remote-module tasks per node)
+  health    playbooks/health_check.yml
+  facts     fact gathering with ansible.cfg's subset (fact cache off, so it really gathers)
+  floor     a playbook of 20 trivial `stat` tasks: the per-task floor of this transport
+
+Then, on one node, the fact-gathering cost with 4 and with 404 interfaces (200 veth pairs
+added in the node's own network namespace and removed again), targeted subset vs. full.
+
+Every run gets a fresh SSH control path and an empty fact cache. The task_census callback
+(bench/callback_plugins) counts per host the tasks that ran a module on the node and those
+that stayed on the controller. Results: bench/results/<stamp>.json and .md, copied to
+latest.json and latest.md. It replaces the lab's nodes: run `make test` after, not during.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+LAB = [sys.executable, os.path.join(ROOT, "lab", "lab.py")]
+INVENTORY = os.path.join(ROOT, "inventories", "lab", "hosts.yml")
+RESULTS = os.path.join(HERE, "results")
+PREFIX = "rackforge-lab"
+TARGET_REMOTE_TASKS = 60
+TARGET_FLOOR_RATIO = 1.10
+FACTS = os.path.join(HERE, "playbooks", "facts.yml")
+NO_FACT_CACHE = {"ANSIBLE_CACHE_PLUGIN": "memory"}  # so that every facts run really gathers
+
+
+def log(msg):
+    sys.stderr.write("bench: %s\n" % msg)
+    sys.stderr.flush()
+
+
+def sh(cmd, **kw):
+    res = subprocess.run(cmd, text=True, capture_output=True, check=False, **kw)
+    if res.returncode != 0:
+        sys.exit("bench: failed (%d): %s\n%s%s" % (res.returncode, " ".join(cmd), res.stdout[-3000:], res.stderr[-3000:]))
+    return res.stdout
+
+
+def lab_rebuild(nodes):
+    """Remove the lab's node and control-plane containers (the mirror, network and image stay),
+    then start N fresh nodes and the control plane."""
+    names = sh(["podman", "ps", "-a", "--format", "{{.Names}}", "--filter", "label=io.rackforge.lab=1"]).split()
+    for name in names:
+        if name != PREFIX + "-mirror":
+            subprocess.run(["podman", "rm", "-f", "-t", "2", name], capture_output=True, check=False)
+    fresh = os.path.join(ROOT, "inventories", "lab", "fresh.yml")
+    if os.path.exists(fresh):
+        os.remove(fresh)
+    started = time.monotonic()
+    sh([*LAB, "up", "--nodes", str(nodes), "--profile", "hgx-h100-8gpu", "--control-plane", "1"])
+    return time.monotonic() - started
+
+
+def playbook(name, args, work, extra_env=None):
+    """One ansible-playbook run with a fresh SSH control path and fact cache; returns wall time,
+    exit code, the recap per host (from the census) and the census itself."""
+    run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
+    control = tempfile.mkdtemp(prefix="cp-", dir="/tmp")  # short path: the socket name must fit
+    census = os.path.join(run_dir, "census.json")
+    env = dict(os.environ)
+    env.update(
+        ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg"),
+        ANSIBLE_CALLBACK_PLUGINS=os.path.join(HERE, "callback_plugins"),
+        ANSIBLE_CALLBACKS_ENABLED="task_census",
+        ANSIBLE_CACHE_PLUGIN_CONNECTION=os.path.join(run_dir, "facts"),
+        RACKFORGE_CENSUS_OUT=census,
+        ANSIBLE_NOCOLOR="1",
+    )
+    env.update(extra_env or {})
+    cmd = ["ansible-playbook", "-i", INVENTORY, "-e", "ansible_control_path_dir=%s" % control, *args]
+    started = time.monotonic()
+    with open(os.path.join(run_dir, "output.log"), "w") as out:
+        rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+    wall = time.monotonic() - started
+    shutil.rmtree(control, ignore_errors=True)
+    data = json.load(open(census)) if os.path.exists(census) else {"hosts": {}}
+    log("%-8s rc=%d %.1fs (%s)" % (name, rc, wall, run_dir))
+    return {"wall": wall, "rc": rc, "census": data, "log": os.path.join(run_dir, "output.log")}
+
+
+def node_stats(run):
+    """Per GPU node (lab-node*) figures of one run."""
+    hosts = {h: v for h, v in run["census"]["hosts"].items() if h.startswith("lab-node")}
+    return {
+        "remote_tasks_max": max((v["remote_tasks"] for v in hosts.values()), default=0),
+        "remote_executions_max": max((v["remote_executions"] for v in hosts.values()), default=0),
+        "controller_tasks_max": max((v["controller_tasks"] for v in hosts.values()), default=0),
+        "delegated_tasks_max": max((v["delegated_tasks"] for v in hosts.values()), default=0),
+        "changed": sum(v["changed"] for v in hosts.values()),
+        "failed": sum(v["failed"] + v["unreachable"] for v in hosts.values()),
+        "changed_tasks": sorted({t for v in hosts.values() for t in v["changed_tasks"]}),
+        "stat_task_s": statistics.mean(t["seconds"] for v in hosts.values() for t in v["remote"] if t["action"] == "stat")
+        if any(t["action"] == "stat" for v in hosts.values() for t in v["remote"])
+        else None,
+        "per_remote_task_s": statistics.mean(v["remote_seconds"] / v["remote_tasks"] for v in hosts.values() if v["remote_tasks"])
+        if hosts
+        else 0.0,
+    }
+
+
+def summary(values):
+    values = [round(v, 3) for v in values]
+    return {"median": round(statistics.median(values), 3), "min": min(values), "max": max(values), "runs": values}
+
+
+def setup_seconds(run, host):
+    return sum(t["seconds"] for t in run["census"]["hosts"].get(host, {}).get("remote", []) if t["action"] in ("setup", "gather_facts"))
+
+
+def interfaces_experiment(work, reps):
+    """Targeted vs. full fact gathering on lab-node1, with its 4 interfaces and with 404."""
+    node = PREFIX + "-lab-node1"
+    batch_add = "".join("link add rfb%d type veth peer name rfbp%d\n" % (i, i) for i in range(200))
+    batch_del = "".join("link del rfb%d\n" % i for i in range(200))
+    result = {}
+    for label, batch in (("4_interfaces", None), ("404_interfaces", batch_add)):
+        if batch:
+            subprocess.run(["podman", "exec", "-i", node, "ip", "-batch", "-"], input=batch, text=True, check=True)
+        count = int(sh(["podman", "exec", node, "sh", "-c", "ls /sys/class/net | wc -l"]).strip())
+        for subset, args in (("targeted", []), ("full", ["-e", "rackforge_bench_subset=all"])):
+            times, sizes = [], []
+            for _ in range(reps):
+                run = playbook("facts-%s-%s" % (label, subset), [*args, "-l", "lab-node1", FACTS], work, NO_FACT_CACHE)
+                times.append(setup_seconds(run, "lab-node1"))
+                sizes.append(json.load(open(os.path.join(ROOT, ".cache", "bench-facts", "lab-node1.json")))["bytes"])
+            result["%s_%s" % (label, subset)] = {"interfaces": count, "seconds": summary(times), "fact_bytes": max(sizes)}
+    subprocess.run(["podman", "exec", "-i", node, "ip", "-batch", "-"], input=batch_del, text=True, check=False)
+    return result
+
+
+def environment():
+    ver = subprocess.run(["ansible-playbook", "--version"], text=True, capture_output=True, check=False).stdout.splitlines()
+    cfg = {}
+    for line in subprocess.run(
+        ["ansible-config", "dump", "--only-changed", "-t", "all"],
+        text=True,
+        capture_output=True,
+        check=False,
+        env=dict(os.environ, ANSIBLE_CONFIG=os.path.join(ROOT, "ansible.cfg")),
+    ).stdout.splitlines():
+        key, _, value = line.partition("=")
+        cfg[key.split("(")[0].strip()] = value.strip()
+    mem_kb = int(open("/proc/meminfo").read().split()[1])
+    return {
+        "ansible_core": ver[0] if ver else "?",
+        "python": platform.python_version(),
+        "forks": cfg.get("DEFAULT_FORKS", "5"),
+        "strategy": cfg.get("DEFAULT_STRATEGY", "linear"),
+        "gather_subset": cfg.get("DEFAULT_GATHER_SUBSET", "all"),
+        "pipelining": cfg.get("ANSIBLE_PIPELINING", "False"),
+        "controller_cpus": os.cpu_count(),
+        "controller_mem_gib": round(mem_kb / 1048576, 1),
+        "transport": "ssh to 127.0.0.1 ports (podman containers), ControlPersist",
+    }
+
+
+def markdown(doc):
+    env = doc["environment"]
+    lines = [
+        "# rackforge bench, %s" % doc["finished"],
+        "",
+        "`%s` on %d CPUs, %s GiB; %s, Python %s, forks %s, strategy %s, pipelining %s, gather_subset `%s`; %d repetitions."
+        % (
+            doc["command"],
+            env["controller_cpus"],
+            env["controller_mem_gib"],
+            env["ansible_core"],
+            env["python"],
+            env["forks"],
+            env["strategy"],
+            env["pipelining"],
+            env["gather_subset"],
+            doc["reps"],
+        ),
+        "",
+        "Seconds are median (min-max). Remote tasks: tasks that ran a module on the node (max over nodes); controller-only"
+        " tasks (assert, set_fact, include_*) are counted apart. Per-task cost: seconds from a task's start to the node's"
+        " result, per remote task; floor: the same for a playbook of 20 `stat` tasks in the same run.",
+        "",
+        "| nodes | fresh converge s | no-op s | no-op changed | no-op remote tasks/node (items) | controller / delegated tasks/node"
+        " | health check s | facts s | per-task s no-op | floor s | ratio | stat in site.yml s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def fmt(s):
+        return "%.1f (%.1f-%.1f)" % (s["median"], s["min"], s["max"])
+
+    for n, row in doc["by_nodes"].items():
+        lines.append(
+            "| %s | %s | %s | %d | %d (%d) | %d / %d | %s | %s | %.3f | %.3f | %.2f | %.3f |"
+            % (
+                n,
+                fmt(row["fresh_s"]),
+                fmt(row["noop_s"]),
+                row["noop_changed_max"],
+                row["noop_remote_tasks_max"],
+                row["noop_remote_executions_max"],
+                row["noop_controller_tasks_max"],
+                row["noop_delegated_tasks_max"],
+                fmt(row["health_s"]),
+                fmt(row["facts_s"]),
+                row["per_task_noop_s"]["median"],
+                row["per_task_floor_s"]["median"],
+                row["per_task_ratio"],
+                row["stat_in_noop_s"]["median"],
+            )
+        )
+    if doc.get("interfaces"):
+        lines += [
+            "",
+            "Fact gathering on one node (setup module seconds, median of %d; bytes of facts):" % doc["reps"],
+            "",
+            "| interfaces | targeted subset s | targeted bytes | full s | full bytes |",
+            "|---|---|---|---|---|",
+        ]
+        for label in ("4_interfaces", "404_interfaces"):
+            t, f = doc["interfaces"][label + "_targeted"], doc["interfaces"][label + "_full"]
+            lines.append(
+                "| %d | %.2f | %d | %.2f | %d |"
+                % (t["interfaces"], t["seconds"]["median"], t["fact_bytes"], f["seconds"]["median"], f["fact_bytes"])
+            )
+    lines += ["", "Targets: %s" % ("; ".join("%s: %s" % (k, "met" if v else "NOT met") for k, v in doc["targets"].items()))]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--nodes", default="1,4,8")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--no-interfaces", action="store_true", help="skip the 404-interface fact experiment")
+    opts = parser.parse_args()
+    counts = [int(n) for n in opts.nodes.split(",")]
+    os.makedirs(RESULTS, exist_ok=True)
+    os.makedirs(os.path.join(ROOT, ".cache", "bench-facts"), exist_ok=True)
+    work = tempfile.mkdtemp(prefix="rackforge-bench-")
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    doc = {
+        "started": started,
+        "command": "make bench"
+        if (opts.nodes, opts.reps, opts.no_interfaces) == ("1,4,8", 3, False)
+        else "python3 bench/bench.py --nodes %s --reps %d%s" % (opts.nodes, opts.reps, " --no-interfaces" if opts.no_interfaces else ""),
+        "reps": opts.reps,
+        "environment": environment(),
+        "by_nodes": {},
+    }
+    site = os.path.join(ROOT, "site.yml")
+    for n in counts:
+        runs = {k: [] for k in ("lab_s", "fresh", "noop", "health", "facts", "floor")}
+        for rep in range(opts.reps):
+            log("N=%d repetition %d/%d" % (n, rep + 1, opts.reps))
+            runs["lab_s"].append(lab_rebuild(n))
+            runs["fresh"].append(playbook("fresh", [site], work))
+            runs["noop"].append(playbook("noop", [site], work))
+            runs["health"].append(playbook("health", [os.path.join(ROOT, "playbooks", "health_check.yml")], work))
+            runs["facts"].append(playbook("facts", ["-l", "gpu_nodes", FACTS], work, NO_FACT_CACHE))
+            runs["floor"].append(playbook("floor", [os.path.join(HERE, "playbooks", "floor.yml")], work))
+        noop = [node_stats(r) for r in runs["noop"]]
+        floor = [node_stats(r) for r in runs["floor"]]
+        per_noop = summary([s["per_remote_task_s"] for s in noop])
+        per_floor = summary([s["per_remote_task_s"] for s in floor])
+        doc["by_nodes"][str(n)] = {
+            "lab_rebuild_s": summary(runs["lab_s"]),
+            "fresh_s": summary([r["wall"] for r in runs["fresh"]]),
+            "fresh_rc": [r["rc"] for r in runs["fresh"]],
+            "fresh_remote_tasks_max": max(node_stats(r)["remote_tasks_max"] for r in runs["fresh"]),
+            "noop_s": summary([r["wall"] for r in runs["noop"]]),
+            "noop_rc": [r["rc"] for r in runs["noop"]],
+            "noop_changed_max": max(s["changed"] for s in noop),
+            "noop_changed_tasks": sorted({t for s in noop for t in s["changed_tasks"]}),
+            "noop_remote_tasks_max": max(s["remote_tasks_max"] for s in noop),
+            "noop_remote_executions_max": max(s["remote_executions_max"] for s in noop),
+            "noop_controller_tasks_max": max(s["controller_tasks_max"] for s in noop),
+            "noop_delegated_tasks_max": max(s["delegated_tasks_max"] for s in noop),
+            "noop_remote_tasks_by_node": {h: v["remote_tasks"] for h, v in runs["noop"][-1]["census"]["hosts"].items()},
+            "noop_remote_task_list": [t["task"] for t in runs["noop"][-1]["census"]["hosts"].get("lab-node1", {}).get("remote", [])],
+            "health_s": summary([r["wall"] for r in runs["health"]]),
+            "health_rc": [r["rc"] for r in runs["health"]],
+            "facts_s": summary([r["wall"] for r in runs["facts"]]),
+            "facts_setup_s": summary([max(setup_seconds(r, h) for h in r["census"]["hosts"]) for r in runs["facts"]]),
+            "floor_s": summary([r["wall"] for r in runs["floor"]]),
+            "per_task_noop_s": per_noop,
+            "per_task_floor_s": per_floor,
+            "per_task_ratio": round(per_noop["median"] / per_floor["median"], 3) if per_floor["median"] else None,
+            # like for like: the same module (stat) inside the no-op site.yml vs. the floor playbook
+            "stat_in_noop_s": summary([x["stat_task_s"] for x in noop if x["stat_task_s"] is not None] or [0]),
+            # the output of runs that failed (kept in the work directory, named at the end)
+            "failed_logs": [r["log"] for k, v in runs.items() if k != "lab_s" for r in v if r["rc"] != 0],
+        }
+    if not opts.no_interfaces:
+        log("fact gathering with 4 and 404 interfaces")
+        doc["interfaces"] = interfaces_experiment(work, opts.reps)
+    rows = doc["by_nodes"].values()
+    doc["targets"] = {
+        "every run exit 0": all(rc == 0 for row in rows for k in ("fresh_rc", "noop_rc", "health_rc") for rc in row[k]),
+        "no-op changed=0": all(row["noop_changed_max"] == 0 for row in rows),
+        "no-op <= %d remote tasks per node" % TARGET_REMOTE_TASKS: all(row["noop_remote_tasks_max"] <= TARGET_REMOTE_TASKS for row in rows),
+        "per-task cost (every remote task of the no-op) within 10% of the stat floor": all(
+            (row["per_task_ratio"] or 99) <= TARGET_FLOOR_RATIO for row in rows
+        ),
+        "the same module (stat) inside site.yml within 10% of the stat floor": all(
+            row["stat_in_noop_s"]["median"] <= row["per_task_floor_s"]["median"] * TARGET_FLOOR_RATIO for row in rows
+        ),
+    }
+    if doc.get("interfaces"):
+        few, many = doc["interfaces"]["4_interfaces_targeted"], doc["interfaces"]["404_interfaces_targeted"]
+        doc["targets"]["facts with 404 interfaces cost no more than with 4 (+10%)"] = (
+            many["fact_bytes"] <= few["fact_bytes"] * 1.1 and many["seconds"]["median"] <= few["seconds"]["median"] * 1.1 + 0.05
+        )
+    doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    stamp = doc["finished"].replace(":", "")
+    for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", markdown(doc))):
+        for name in (stamp + suffix, "latest" + suffix):
+            with open(os.path.join(RESULTS, name), "w") as fh:
+                fh.write(text)
+    sys.stdout.write(markdown(doc))
+    if any(row["failed_logs"] for row in rows):
+        log("some runs failed: their output is kept in %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0 if all(doc["targets"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

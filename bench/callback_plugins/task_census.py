@@ -1,0 +1,158 @@
+"""task_census: count, per host, the tasks that ran a module on the host and those that did not.
+
+Enabled by bench/bench.py and the no-op test (ANSIBLE_CALLBACKS_ENABLED=task_census); writes JSON
+to $RACKFORGE_CENSUS_OUT when the playbook ends. Classes of a (host, task) result:
+
+- remote:     a module ran over the host's connection (one per task; `remote_executions` counts
+              every loop item that ran, as each is a module round trip of its own)
+- controller: the action never leaves the controller (assert, set_fact, debug, include_*, ...)
+- delegated:  the module ran on another host (delegate_to: the controller, the control plane,
+              the Prometheus host), not on this node
+- skipped:    `when` was false (no module ran)
+
+It also sums, per host, the seconds from a task's start to that host's result (`remote_seconds`
+for remote tasks), so the cost of one remote task on this transport can be read off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = """
+name: task_census
+type: aggregate
+short_description: per-host counts of remote-module and controller-only tasks, as JSON
+description: Writes the census to the file named by RACKFORGE_CENSUS_OUT at the end of the playbook.
+requirements: [enable in the callbacks_enabled setting]
+"""
+
+# actions that run entirely on the controller
+CONTROLLER_ACTIONS = {
+    "add_host",
+    "assert",
+    "debug",
+    "fail",
+    "group_by",
+    "import_role",
+    "import_tasks",
+    "include_role",
+    "include_tasks",
+    "include_vars",
+    "meta",
+    "pause",
+    "set_fact",
+    "set_stats",
+    "validate_argument_spec",
+}
+
+
+def short_action(action):
+    return (action or "").rsplit(".", 1)[-1]
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "task_census"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.hosts = {}
+        self.task_started = 0.0
+        self.play = ""
+        self.started = time.monotonic()
+
+    def _host(self, name):
+        return self.hosts.setdefault(
+            name,
+            {
+                "remote_tasks": 0,
+                "remote_executions": 0,
+                "remote_seconds": 0.0,
+                "controller_tasks": 0,
+                "delegated_tasks": 0,
+                "delegated": [],
+                "skipped": 0,
+                "ok": 0,
+                "changed": 0,
+                "failed": 0,
+                "unreachable": 0,
+                "changed_tasks": [],
+                "remote": [],
+            },
+        )
+
+    def v2_playbook_on_play_start(self, play):
+        self.play = play.get_name()
+
+    def v2_playbook_on_task_start(self, task, is_conditional):
+        self.task_started = time.monotonic()
+
+    def v2_playbook_on_handler_task_start(self, task):
+        self.task_started = time.monotonic()
+
+    def _record(self, result, status):
+        host = self._host(result.host.get_name())
+        task = result.task
+        res = result.result
+        elapsed = time.monotonic() - self.task_started
+        label = "%s | %s" % (self.play, task.get_name())
+        if status == "unreachable":
+            host["unreachable"] += 1
+            return
+        if status == "skipped":
+            host["skipped"] += 1
+            return
+        host["failed" if status == "failed" else "ok"] += 1
+        if res.get("changed"):
+            host["changed"] += 1
+            host["changed_tasks"].append(label)
+        action = short_action(getattr(task, "resolved_action", None) or task.action)
+        items = res.get("results")
+        delegated = res.get("_ansible_delegated_vars") or {}
+        target = delegated.get("ansible_delegated_host") or getattr(task, "delegate_to", None)
+        if action in CONTROLLER_ACTIONS:
+            host["controller_tasks"] += 1
+            return
+        if target and target != result.host.get_name():
+            # ran on another host (the controller, the control plane, the Prometheus host): not
+            # a round trip to this node; counted apart so that nothing disappears
+            host["delegated_tasks"] += 1
+            host["delegated"].append({"task": label, "action": action, "to": str(target)})
+            return
+        if isinstance(items, list):
+            ran = sum(1 for i in items if isinstance(i, dict) and not i.get("skipped"))
+            if ran == 0:
+                host["skipped"] += 1
+                return
+        else:
+            ran = 1
+        host["remote_tasks"] += 1
+        host["remote_executions"] += ran
+        host["remote_seconds"] += elapsed
+        host["remote"].append({"task": label, "action": action, "items": ran, "seconds": round(elapsed, 3)})
+
+    def v2_runner_on_ok(self, result):
+        self._record(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        self._record(result, "failed")
+
+    def v2_runner_on_skipped(self, result):
+        self._record(result, "skipped")
+
+    def v2_runner_on_unreachable(self, result):
+        self._record(result, "unreachable")
+
+    def v2_playbook_on_stats(self, stats):
+        out = os.environ.get("RACKFORGE_CENSUS_OUT")
+        if not out:
+            return
+        data = {"wall_seconds": round(time.monotonic() - self.started, 3), "hosts": self.hosts}
+        with open(out, "w") as fh:
+            json.dump(data, fh, indent=1, sort_keys=True)

@@ -1,0 +1,168 @@
+"""The pieces the bench and the no-op target rest on: the probe module, the apt_pending filter
+and the task_census callback's classification (run on a real local playbook)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import rackforge_probe
+from ansible.module_utils.testing import patch_module_args
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "filter_plugins"))
+from rackforge import apt_pending  # noqa: E402
+
+
+def run_probe(args, capsys):
+    with patch_module_args(args), pytest.raises(SystemExit):
+        rackforge_probe.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_probe_reads_paths_files_modules_and_commands(tmp_path, capsys):
+    (tmp_path / "module" / "overlay").mkdir(parents=True)
+    conf = tmp_path / "a.conf"
+    conf.write_text("swap line\n")
+    res = run_probe(
+        {
+            "paths": [str(conf), str(tmp_path / "missing"), str(tmp_path)],
+            "files": [str(conf), str(tmp_path / "missing")],
+            "modules": ["overlay", "br_netfilter"],
+            "sysfs_root": str(tmp_path),
+            "commands": {"echo": ["echo", "hi"], "false": ["false"], "nope": ["rackforge-no-such-tool"]},
+        },
+        capsys,
+    )
+    assert not res["changed"]
+    assert res["paths"][str(conf)]["exists"] and len(res["paths"][str(conf)]["sha256"]) == 64
+    assert res["paths"][str(tmp_path / "missing")] == {"exists": False, "isdir": False, "sha256": None}
+    assert res["paths"][str(tmp_path)]["isdir"]
+    assert res["files"] == {str(conf): "swap line\n", str(tmp_path / "missing"): None}
+    assert res["modules"] == {"overlay": True, "br_netfilter": False}
+    assert res["commands"]["echo"] == {"rc": 0, "stdout": "hi\n", "stderr": ""}
+    assert res["commands"]["false"]["rc"] == 1
+    assert res["commands"]["nope"]["rc"] is None and "not installed" in res["commands"]["nope"]["stderr"]
+
+
+def test_probe_refuses_a_command_that_is_not_an_argv_list(capsys):
+    res = run_probe({"commands": {"bad": "ls -l | wc"}}, capsys)
+    assert res["failed"] and "commands.bad must be a non-empty argv list" in res["msg"]
+
+
+DPKG = "kubeadm\t1.31.4-1.1\thi \nkubelet\t1.31.4-1.1\tii \nkubectl\t1.31.5-1.1\thi \nold\t1.0\trc \n"
+
+
+def test_apt_pending_names_version_hold_and_missing():
+    wanted = {"kubeadm": "1.31.4", "kubelet": "1.31.4", "kubectl": "1.31.4", "old": "1.0", "absent": "2"}
+    pending = apt_pending(DPKG, wanted, ["kubeadm", "kubelet", "kubectl"])
+    assert pending == [
+        "kubelet (not held)",
+        "kubectl=1.31.4 (installed: 1.31.5-1.1)",
+        "old=1.0 (installed: 1.0)",  # config files only (rc): not installed
+        "absent=2 (installed: none)",
+    ]
+
+
+def test_apt_pending_is_empty_when_everything_is_in_place():
+    assert apt_pending(DPKG, {"kubeadm": "1.31.4"}, ["kubeadm"]) == []
+    # a version is a prefix up to the Debian revision only: 1.31.4 is not 1.31.40
+    assert apt_pending("kubeadm\t1.31.40-1\thi \n", {"kubeadm": "1.31.4"}, []) != []
+
+
+CENSUS_PLAY = """
+- hosts: target
+  gather_facts: false
+  tasks:
+    - ansible.builtin.assert: {that: [true], quiet: true}
+    - ansible.builtin.set_fact: {x: 1}
+    - ansible.builtin.stat: {path: /}
+    - ansible.builtin.stat: {path: /}
+      when: false
+    - ansible.builtin.command: {argv: ["true"]}
+      loop: [1, 2, 3]
+      changed_when: false
+    - ansible.builtin.command: {argv: ["true"]}
+      loop: [1, 2]
+      when: item > 5
+    - ansible.builtin.stat: {path: /}
+      delegate_to: localhost
+    - ansible.builtin.file: {path: "{{ out }}", state: touch, mode: "0644"}
+"""
+
+
+def test_census_counts_remote_controller_skipped_and_items(tmp_path):
+    (tmp_path / "play.yml").write_text(CENSUS_PLAY)
+    (tmp_path / "hosts").write_text("target ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_CALLBACK_PLUGINS=str(ROOT / "bench" / "callback_plugins"),
+        ANSIBLE_CALLBACKS_ENABLED="task_census",
+        RACKFORGE_CENSUS_OUT=str(tmp_path / "census.json"),
+    )
+    res = subprocess.run(
+        ["ansible-playbook", "-i", str(tmp_path / "hosts"), "-e", "out=%s" % (tmp_path / "touched"), str(tmp_path / "play.yml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    host = json.loads((tmp_path / "census.json").read_text())["hosts"]["target"]
+    # remote: stat, command (3 items), file; controller: assert, set_fact; delegated: the stat on localhost
+    assert [t["action"] for t in host["remote"]] == ["stat", "command", "file"]
+    assert host["remote_tasks"] == 3 and host["remote_executions"] == 5
+    assert host["controller_tasks"] == 2
+    assert host["delegated_tasks"] == 1 and host["delegated"][0]["to"] == "localhost"
+    assert host["skipped"] == 2
+    assert host["changed"] == 1 and host["changed_tasks"][0].endswith("file")
+
+
+def run_files(args, capsys, check_mode=False):
+    import rackforge_files
+
+    if check_mode:
+        args = dict(args, _ansible_check_mode=True)
+    with patch_module_args(args), pytest.raises(SystemExit):
+        rackforge_files.main()
+    return json.loads(capsys.readouterr().out)
+
+
+def test_files_writes_only_what_differs_and_reports_it(tmp_path, capsys):
+    same, other = tmp_path / "same", tmp_path / "other"
+    same.write_text("a\n")
+    same.chmod(0o644)
+    other.write_text("old\n")
+    files = [
+        {"dest": str(same), "content": "a\n", "mode": "0644"},
+        {"dest": str(other), "content": "new\n", "mode": "0755"},
+        {"dest": str(tmp_path / "created"), "content": "c\n"},
+    ]
+    preview = run_files({"files": files}, capsys, check_mode=True)
+    assert preview["changed"] and preview["changed_files"] == [str(other), str(tmp_path / "created")]
+    assert other.read_text() == "old\n" and not (tmp_path / "created").exists()  # check mode wrote nothing
+    res = run_files({"files": files}, capsys)
+    assert res["changed_files"] == [str(other), str(tmp_path / "created")]
+    assert other.read_text() == "new\n" and (other.stat().st_mode & 0o777) == 0o755
+    assert run_files({"files": files}, capsys)["changed"] is False
+    # a mode that differs is a change too
+    same.chmod(0o600)
+    assert run_files({"files": files}, capsys)["changed_files"] == [str(same)]
+
+
+def test_files_writes_nothing_when_one_validation_fails(tmp_path, capsys):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.write_text("old\n")
+    files = [
+        {"dest": str(first), "content": "new\n"},
+        {"dest": str(second), "content": "bad\n", "validate": ["grep", "-q", "good", "%s"]},
+    ]
+    res = run_files({"files": files}, capsys)
+    assert res["failed"] and "nothing written" in res["msg"]
+    assert first.read_text() == "old\n" and not second.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".rackforge-")] == []
