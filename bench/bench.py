@@ -25,11 +25,13 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,6 +42,8 @@ RESULTS = os.path.join(HERE, "results")
 PREFIX = "rackforge-lab"
 TARGET_REMOTE_TASKS = 60
 TARGET_FLOOR_RATIO = 1.10
+MITOGEN = "mitogen==0.3.54"
+MITOGEN_DIR = os.path.join(ROOT, ".cache", "mitogen")
 FACTS = os.path.join(HERE, "playbooks", "facts.yml")
 NO_FACT_CACHE = {"ANSIBLE_CACHE_PLUGIN": "memory"}  # so that every facts run really gathers
 
@@ -71,6 +75,27 @@ def lab_rebuild(nodes):
     return time.monotonic() - started
 
 
+def tree_rss_mb(root_pid):
+    """Resident memory of a process and all its descendants (ansible-playbook, its forks, ssh)."""
+    children, rss = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % entry) as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+    total, todo = 0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, []))
+    return total / 1048576
+
+
 def playbook(name, args, work, extra_env=None):
     """One ansible-playbook run with a fresh SSH control path and fact cache; returns wall time,
     exit code, the recap per host (from the census) and the census itself."""
@@ -88,14 +113,28 @@ def playbook(name, args, work, extra_env=None):
     )
     env.update(extra_env or {})
     cmd = ["ansible-playbook", "-i", INVENTORY, "-e", "ansible_control_path_dir=%s" % control, *args]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    peak = [0.0]
     started = time.monotonic()
     with open(os.path.join(run_dir, "output.log"), "w") as out:
-        rc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+        def sample():
+            while proc.poll() is None:
+                peak[0] = max(peak[0], tree_rss_mb(proc.pid))
+                time.sleep(0.5)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        rc = proc.wait()
+        sampler.join()
     wall = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     shutil.rmtree(control, ignore_errors=True)
     data = json.load(open(census)) if os.path.exists(census) else {"hosts": {}}
     log("%-8s rc=%d %.1fs (%s)" % (name, rc, wall, run_dir))
-    return {"wall": wall, "rc": rc, "census": data, "log": os.path.join(run_dir, "output.log")}
+    return {"wall": wall, "rc": rc, "cpu": cpu, "peak_rss_mb": peak[0], "census": data, "log": os.path.join(run_dir, "output.log")}
 
 
 def node_stats(run):
@@ -146,6 +185,22 @@ def interfaces_experiment(work, reps):
             result["%s_%s" % (label, subset)] = {"interfaces": count, "seconds": summary(times), "fact_bytes": max(sizes)}
     subprocess.run(["podman", "exec", "-i", node, "ip", "-batch", "-"], input=batch_del, text=True, check=False)
     return result
+
+
+def mitogen_env():
+    """The optional mitogen strategy, installed beside (not into) the venv; None when pip cannot."""
+    if not os.path.isdir(os.path.join(MITOGEN_DIR, "ansible_mitogen")):
+        res = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--target", MITOGEN_DIR, MITOGEN], capture_output=True, text=True, check=False
+        )
+        if res.returncode != 0:
+            log("mitogen not installed (%s): its runs are skipped" % res.stderr.strip()[-300:])
+            return None
+    return {
+        "PYTHONPATH": MITOGEN_DIR,
+        "ANSIBLE_STRATEGY_PLUGINS": os.path.join(MITOGEN_DIR, "ansible_mitogen", "plugins", "strategy"),
+        "ANSIBLE_STRATEGY": "mitogen_linear",
+    }
 
 
 def environment():
@@ -225,6 +280,26 @@ def markdown(doc):
                 row["stat_in_noop_s"]["median"],
             )
         )
+    lines += [
+        "",
+        "Controller cost (ansible-playbook with its forks and ssh clients; the nodes' own work is not in it):",
+        "",
+        "| nodes | no-op CPU s | CPU ms per node-task | no-op peak RSS MiB | fresh CPU s | fresh peak RSS MiB |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n, row in doc["by_nodes"].items():
+        tasks = int(n) * (row["noop_remote_tasks_max"] + row["noop_controller_tasks_max"] + row["noop_delegated_tasks_max"])
+        lines.append(
+            "| %s | %s | %.0f | %s | %s | %s |"
+            % (
+                n,
+                fmt(row["noop_controller_cpu_s"]),
+                1000 * row["noop_controller_cpu_s"]["median"] / max(tasks, 1),
+                fmt(row["noop_controller_peak_rss_mb"]),
+                fmt(row["fresh_controller_cpu_s"]),
+                fmt(row["fresh_controller_peak_rss_mb"]),
+            )
+        )
     if doc.get("interfaces"):
         lines += [
             "",
@@ -239,8 +314,108 @@ def markdown(doc):
                 "| %d | %.2f | %d | %.2f | %d |"
                 % (t["interfaces"], t["seconds"]["median"], t["fact_bytes"], f["seconds"]["median"], f["fact_bytes"])
             )
+    if doc.get("mitogen"):
+        lines += [
+            "",
+            "The optional mitogen strategy (%s, mitogen_linear; a third-party strategy, deprecated by ansible-core 2.19):" % doc["mitogen"],
+            "",
+            "| nodes | no-op s (linear) | no-op s (mitogen) | speedup | changed (mitogen) | per-task s (mitogen) | floor s (mitogen) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for n, row in doc["by_nodes"].items():
+            m = row.get("mitogen")
+            if m:
+                lines.append(
+                    "| %s | %s | %s | %.2fx | %d | %.3f | %.3f |"
+                    % (
+                        n,
+                        fmt(row["noop_s"]),
+                        fmt(m["noop_s"]),
+                        row["noop_s"]["median"] / m["noop_s"]["median"],
+                        m["noop_changed_max"],
+                        m["per_task_noop_s"]["median"],
+                        m["per_task_floor_s"]["median"],
+                    )
+                )
     lines += ["", "Targets: %s" % ("; ".join("%s: %s" % (k, "met" if v else "NOT met") for k, v in doc["targets"].items()))]
     return "\n".join(lines) + "\n"
+
+
+def row_for(runs):
+    """One row of the table (one node count) from the runs of every repetition."""
+    noop = [node_stats(r) for r in runs["noop"]]
+    floor = [node_stats(r) for r in runs["floor"]]
+    per_noop = summary([s["per_remote_task_s"] for s in noop])
+    per_floor = summary([s["per_remote_task_s"] for s in floor])
+    return {
+        "lab_rebuild_s": summary(runs["lab_s"]),
+        "fresh_s": summary([r["wall"] for r in runs["fresh"]]),
+        "fresh_rc": [r["rc"] for r in runs["fresh"]],
+        "fresh_remote_tasks_max": max(node_stats(r)["remote_tasks_max"] for r in runs["fresh"]),
+        "noop_s": summary([r["wall"] for r in runs["noop"]]),
+        # controller cost: CPU seconds of ansible-playbook and everything it started (forks,
+        # ssh), and the peak resident memory of that process tree (sampled every 0.5 s)
+        "noop_controller_cpu_s": summary([r["cpu"] for r in runs["noop"]]),
+        "noop_controller_peak_rss_mb": summary([r["peak_rss_mb"] for r in runs["noop"]]),
+        "fresh_controller_cpu_s": summary([r["cpu"] for r in runs["fresh"]]),
+        "fresh_controller_peak_rss_mb": summary([r["peak_rss_mb"] for r in runs["fresh"]]),
+        "noop_rc": [r["rc"] for r in runs["noop"]],
+        "noop_changed_max": max(s["changed"] for s in noop),
+        "noop_changed_tasks": sorted({t for s in noop for t in s["changed_tasks"]}),
+        "noop_remote_tasks_max": max(s["remote_tasks_max"] for s in noop),
+        "noop_remote_executions_max": max(s["remote_executions_max"] for s in noop),
+        "noop_controller_tasks_max": max(s["controller_tasks_max"] for s in noop),
+        "noop_delegated_tasks_max": max(s["delegated_tasks_max"] for s in noop),
+        "noop_remote_tasks_by_node": {h: v["remote_tasks"] for h, v in runs["noop"][-1]["census"]["hosts"].items()},
+        "noop_remote_task_list": [t["task"] for t in runs["noop"][-1]["census"]["hosts"].get("lab-node1", {}).get("remote", [])],
+        "health_s": summary([r["wall"] for r in runs["health"]]),
+        "health_rc": [r["rc"] for r in runs["health"]],
+        "facts_s": summary([r["wall"] for r in runs["facts"]]),
+        "facts_setup_s": summary([max(setup_seconds(r, h) for h in r["census"]["hosts"]) for r in runs["facts"]]),
+        "floor_s": summary([r["wall"] for r in runs["floor"]]),
+        "per_task_noop_s": per_noop,
+        "per_task_floor_s": per_floor,
+        "per_task_ratio": round(per_noop["median"] / per_floor["median"], 3) if per_floor["median"] else None,
+        # like for like: the same module (stat) inside the no-op site.yml vs. the floor playbook
+        "stat_in_noop_s": summary([x["stat_task_s"] for x in noop if x["stat_task_s"] is not None] or [0]),
+        "mitogen": {
+            "noop_s": summary([r["wall"] for r in runs["noop_mitogen"]]),
+            "noop_rc": [r["rc"] for r in runs["noop_mitogen"]],
+            "noop_changed_max": max(node_stats(r)["changed"] for r in runs["noop_mitogen"]),
+            "per_task_noop_s": summary([node_stats(r)["per_remote_task_s"] for r in runs["noop_mitogen"]]),
+            "per_task_floor_s": summary([node_stats(r)["per_remote_task_s"] for r in runs["floor_mitogen"]]),
+        }
+        if runs["noop_mitogen"]
+        else None,
+        # the output of runs that failed (kept in the work directory, named at the end)
+        "failed_logs": [r["log"] for k, v in runs.items() if k != "lab_s" for r in v if r["rc"] != 0],
+    }
+
+
+def targets_for(doc):
+    """Issue 8's targets, each met or not, from the table's rows."""
+    rows = list(doc["by_nodes"].values())
+    targets = {
+        "every run exit 0": all(rc == 0 for row in rows for k in ("fresh_rc", "noop_rc", "health_rc") for rc in row[k]),
+        "no-op changed=0": all(row["noop_changed_max"] == 0 for row in rows),
+        "no-op <= %d remote tasks per node" % TARGET_REMOTE_TASKS: all(row["noop_remote_tasks_max"] <= TARGET_REMOTE_TASKS for row in rows),
+        "per-task cost (every remote task of the no-op) within 10% of the stat floor": all(
+            (row["per_task_ratio"] or 99) <= TARGET_FLOOR_RATIO for row in rows
+        ),
+        "the same module (stat) inside site.yml within 10% of the stat floor": all(
+            row["stat_in_noop_s"]["median"] <= row["per_task_floor_s"]["median"] * TARGET_FLOOR_RATIO for row in rows
+        ),
+    }
+    if doc.get("interfaces"):
+        few, many = doc["interfaces"]["4_interfaces_targeted"], doc["interfaces"]["404_interfaces_targeted"]
+        targets["facts with 404 interfaces cost no more than with 4 (+10%)"] = (
+            many["fact_bytes"] <= few["fact_bytes"] * 1.1 and many["seconds"]["median"] <= few["seconds"]["median"] * 1.1 + 0.05
+        )
+    # the per-task cost relative to the transport's floor stays flat from the fewest to the most nodes
+    if len(rows) > 1:
+        first, last = rows[0]["per_task_ratio"] or 99, rows[-1]["per_task_ratio"] or 99
+        targets["per-task cost relative to the floor does not grow with the node count (+10%)"] = last <= first * TARGET_FLOOR_RATIO
+    return targets
 
 
 def main():
@@ -248,6 +423,7 @@ def main():
     parser.add_argument("--nodes", default="1,4,8")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-interfaces", action="store_true", help="skip the 404-interface fact experiment")
+    parser.add_argument("--no-mitogen", action="store_true", help="skip the no-op and floor runs with the mitogen strategy")
     opts = parser.parse_args()
     counts = [int(n) for n in opts.nodes.split(",")]
     os.makedirs(RESULTS, exist_ok=True)
@@ -264,8 +440,10 @@ def main():
         "by_nodes": {},
     }
     site = os.path.join(ROOT, "site.yml")
+    mitogen = None if opts.no_mitogen else mitogen_env()
+    doc["mitogen"] = MITOGEN if mitogen else None
     for n in counts:
-        runs = {k: [] for k in ("lab_s", "fresh", "noop", "health", "facts", "floor")}
+        runs = {k: [] for k in ("lab_s", "fresh", "noop", "health", "facts", "floor", "noop_mitogen", "floor_mitogen")}
         for rep in range(opts.reps):
             log("N=%d repetition %d/%d" % (n, rep + 1, opts.reps))
             runs["lab_s"].append(lab_rebuild(n))
@@ -274,58 +452,15 @@ def main():
             runs["health"].append(playbook("health", [os.path.join(ROOT, "playbooks", "health_check.yml")], work))
             runs["facts"].append(playbook("facts", ["-l", "gpu_nodes", FACTS], work, NO_FACT_CACHE))
             runs["floor"].append(playbook("floor", [os.path.join(HERE, "playbooks", "floor.yml")], work))
-        noop = [node_stats(r) for r in runs["noop"]]
-        floor = [node_stats(r) for r in runs["floor"]]
-        per_noop = summary([s["per_remote_task_s"] for s in noop])
-        per_floor = summary([s["per_remote_task_s"] for s in floor])
-        doc["by_nodes"][str(n)] = {
-            "lab_rebuild_s": summary(runs["lab_s"]),
-            "fresh_s": summary([r["wall"] for r in runs["fresh"]]),
-            "fresh_rc": [r["rc"] for r in runs["fresh"]],
-            "fresh_remote_tasks_max": max(node_stats(r)["remote_tasks_max"] for r in runs["fresh"]),
-            "noop_s": summary([r["wall"] for r in runs["noop"]]),
-            "noop_rc": [r["rc"] for r in runs["noop"]],
-            "noop_changed_max": max(s["changed"] for s in noop),
-            "noop_changed_tasks": sorted({t for s in noop for t in s["changed_tasks"]}),
-            "noop_remote_tasks_max": max(s["remote_tasks_max"] for s in noop),
-            "noop_remote_executions_max": max(s["remote_executions_max"] for s in noop),
-            "noop_controller_tasks_max": max(s["controller_tasks_max"] for s in noop),
-            "noop_delegated_tasks_max": max(s["delegated_tasks_max"] for s in noop),
-            "noop_remote_tasks_by_node": {h: v["remote_tasks"] for h, v in runs["noop"][-1]["census"]["hosts"].items()},
-            "noop_remote_task_list": [t["task"] for t in runs["noop"][-1]["census"]["hosts"].get("lab-node1", {}).get("remote", [])],
-            "health_s": summary([r["wall"] for r in runs["health"]]),
-            "health_rc": [r["rc"] for r in runs["health"]],
-            "facts_s": summary([r["wall"] for r in runs["facts"]]),
-            "facts_setup_s": summary([max(setup_seconds(r, h) for h in r["census"]["hosts"]) for r in runs["facts"]]),
-            "floor_s": summary([r["wall"] for r in runs["floor"]]),
-            "per_task_noop_s": per_noop,
-            "per_task_floor_s": per_floor,
-            "per_task_ratio": round(per_noop["median"] / per_floor["median"], 3) if per_floor["median"] else None,
-            # like for like: the same module (stat) inside the no-op site.yml vs. the floor playbook
-            "stat_in_noop_s": summary([x["stat_task_s"] for x in noop if x["stat_task_s"] is not None] or [0]),
-            # the output of runs that failed (kept in the work directory, named at the end)
-            "failed_logs": [r["log"] for k, v in runs.items() if k != "lab_s" for r in v if r["rc"] != 0],
-        }
+            if mitogen:
+                runs["noop_mitogen"].append(playbook("noop-mitogen", [site], work, mitogen))
+                runs["floor_mitogen"].append(playbook("floor-mitogen", [os.path.join(HERE, "playbooks", "floor.yml")], work, mitogen))
+        doc["by_nodes"][str(n)] = row_for(runs)
     if not opts.no_interfaces:
         log("fact gathering with 4 and 404 interfaces")
         doc["interfaces"] = interfaces_experiment(work, opts.reps)
+    doc["targets"] = targets_for(doc)
     rows = doc["by_nodes"].values()
-    doc["targets"] = {
-        "every run exit 0": all(rc == 0 for row in rows for k in ("fresh_rc", "noop_rc", "health_rc") for rc in row[k]),
-        "no-op changed=0": all(row["noop_changed_max"] == 0 for row in rows),
-        "no-op <= %d remote tasks per node" % TARGET_REMOTE_TASKS: all(row["noop_remote_tasks_max"] <= TARGET_REMOTE_TASKS for row in rows),
-        "per-task cost (every remote task of the no-op) within 10% of the stat floor": all(
-            (row["per_task_ratio"] or 99) <= TARGET_FLOOR_RATIO for row in rows
-        ),
-        "the same module (stat) inside site.yml within 10% of the stat floor": all(
-            row["stat_in_noop_s"]["median"] <= row["per_task_floor_s"]["median"] * TARGET_FLOOR_RATIO for row in rows
-        ),
-    }
-    if doc.get("interfaces"):
-        few, many = doc["interfaces"]["4_interfaces_targeted"], doc["interfaces"]["404_interfaces_targeted"]
-        doc["targets"]["facts with 404 interfaces cost no more than with 4 (+10%)"] = (
-            many["fact_bytes"] <= few["fact_bytes"] * 1.1 and many["seconds"]["median"] <= few["seconds"]["median"] * 1.1 + 0.05
-        )
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     stamp = doc["finished"].replace(":", "")
     for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", markdown(doc))):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -166,3 +167,115 @@ def test_files_writes_nothing_when_one_validation_fails(tmp_path, capsys):
     assert res["failed"] and "nothing written" in res["msg"]
     assert first.read_text() == "old\n" and not second.exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".rackforge-")] == []
+
+
+def test_no_task_costs_more_with_a_bigger_fleet():
+    """No per-host loop over the fleet (groups, hostvars, play hosts): a task that walks the whole
+    fleet runs once per run (run_once), never once per host, and templates that walk hostvars
+    are rendered only by such tasks."""
+    from test_security import ALL_TASKS
+
+    fleet = re.compile(r"groups\[|groups\.|hostvars|ansible_play_hosts|play_hosts")
+    fleet_templates = {
+        p.name
+        for p in ROOT.glob("roles/*/templates/*")
+        if re.search(r"\{%-?\s*for [^%]*(hostvars|ansible_play_hosts|groups)", p.read_text())
+    }
+    assert fleet_templates == {"fleet.json.j2", "fleet.md.j2", "fleet.html.j2"}
+    stems = {name.split(".")[0] + "." for name in fleet_templates}  # src may be fleet.{{ item }}.j2
+    walking = []
+    for path, task in ALL_TASKS:
+        loop = str(task.get("loop", "")) + str(task.get("with_items", ""))
+        text = json.dumps(task)
+        if fleet.search(loop) or any(re.search(r'"src": "%s' % re.escape(stem), text) for stem in stems):
+            walking.append(task.get("name"))
+            assert task.get("run_once") is True, (str(path), task.get("name"))
+    assert walking == ["Write the fleet report on the controller"]
+
+
+def fake_run(wall, remote_tasks, seconds_per_task, changed=0, rc=0, action="template"):
+    host = {
+        "remote_tasks": remote_tasks,
+        "remote_executions": remote_tasks + 2,
+        "remote_seconds": remote_tasks * seconds_per_task,
+        "controller_tasks": 40,
+        "delegated_tasks": 3,
+        "changed": changed,
+        "failed": 0,
+        "unreachable": 0,
+        "changed_tasks": ["play | task"] if changed else [],
+        "remote": [{"task": "t%d" % i, "action": action, "items": 1, "seconds": seconds_per_task} for i in range(remote_tasks)],
+    }
+    return {
+        "wall": wall,
+        "rc": rc,
+        "cpu": wall / 2,
+        "peak_rss_mb": 300.0,
+        "log": "x",
+        "census": {"hosts": {"lab-node1": host, "lab-cp1": host}},
+    }
+
+
+def test_bench_rows_targets_and_table_from_runs():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+
+    runs = {
+        "lab_s": [10, 11, 12],
+        "fresh": [fake_run(60, 200, 0.5) for _ in range(3)],
+        "noop": [fake_run(w, 46, 0.24) for w in (30, 31, 35)],
+        "health": [fake_run(5, 6, 0.3) for _ in range(3)],
+        "facts": [fake_run(2, 1, 0.5, action="setup") for _ in range(3)],
+        "floor": [fake_run(5, 20, 0.22, action="stat") for _ in range(3)],
+        "noop_mitogen": [],
+        "floor_mitogen": [],
+    }
+    row = bench.row_for(runs)
+    assert row["noop_s"] == {"median": 31, "min": 30, "max": 35, "runs": [30, 31, 35]}
+    assert row["noop_remote_tasks_max"] == 46 and row["noop_changed_max"] == 0
+    assert row["per_task_ratio"] == round(0.24 / 0.22, 3)
+    doc = {"by_nodes": {"1": row}, "reps": 3}
+    targets = bench.targets_for(doc)
+    assert targets["no-op <= 60 remote tasks per node"] and targets["no-op changed=0"]
+    assert targets["per-task cost (every remote task of the no-op) within 10% of the stat floor"]
+    # one more node count whose no-op changed something and ran too many tasks
+    runs["noop"] = [fake_run(40, 70, 0.5, changed=1) for _ in range(3)]
+    doc["by_nodes"]["8"] = bench.row_for(runs)
+    targets = bench.targets_for(doc)
+    assert not targets["no-op changed=0"] and not targets["no-op <= 60 remote tasks per node"]
+    assert not targets["per-task cost relative to the floor does not grow with the node count (+10%)"]
+    doc.update(finished="2026-11-30T00:00:00Z", command="make bench", targets=targets, environment=bench.environment())
+    table = bench.markdown(doc)
+    assert "| 1 | 60.0 (60.0-60.0) | 31.0 (30.0-35.0) | 0 | 46 (48) | 40 / 3 |" in table
+    assert "no-op changed=0: NOT met" in table
+
+
+def test_scale_model_from_a_bench_result():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import scale
+
+    def row(n, noop_wall, cpu, rss):
+        return {
+            "noop_s": {"median": noop_wall},
+            "fresh_s": {"median": noop_wall * 3},
+            "noop_controller_cpu_s": {"median": cpu},
+            "fresh_controller_cpu_s": {"median": cpu * 3},
+            "noop_controller_peak_rss_mb": {"median": rss},
+            "fresh_controller_peak_rss_mb": {"median": rss},
+        }
+
+    doc = {
+        "by_nodes": {"1": row(1, 30.0, 10.0, 300.0), "8": row(8, 45.0, 24.0, 440.0)},
+        "command": "make bench",
+        "finished": "2026-11-30T00:00:00Z",
+        "environment": {"ansible_core": "ansible-playbook [core 2.19.14]"},
+    }
+    p = scale.inputs(doc)["noop"]
+    assert p["T1"] == 30.0 and p["c_node"] == 2.0 and p["m_node"] == 20.0
+    # latency bound: 20 batches of 50 x 30 s; CPU bound would be 1000 x 2 s / 8 cores = 250 s
+    assert scale.wall(1000, 50, 8, p) == 600
+    # CPU bound: 5000 nodes x 2 s / 8 cores = 1250 s > 50 batches x 30 s? no: 1500 s
+    assert scale.wall(5000, 100, 8, p) == 1500
+    assert scale.wall(5000, 1000, 8, p) == 1250
+    text = scale.tables(doc)
+    assert "| 1000 | 20 min | 10 min | 5 min |" in text
