@@ -56,10 +56,10 @@ integration: test-lab molecule
 test: lint unit integration
 
 ## make bench: converge, no-op, health and fact-gathering times for 1, 4 and 8 lab nodes, 3 times
-## each (about 40 minutes; replaces the lab's nodes); writes bench/results/latest.{json,md}
+## each, plus the 404-interface and mitogen runs (replaces the lab's nodes; not during make test);
+## writes bench/results/<time>.{json,md} and latest.{json,md}
 BENCH_ARGS ?=
 bench: setup
-	python3 lab/lab.py up --nodes 1 >/dev/null
 	python3 bench/bench.py $(BENCH_ARGS)
 
 clean:
