@@ -221,7 +221,8 @@ def environment():
         "python": platform.python_version(),
         "forks": cfg.get("DEFAULT_FORKS", "5"),
         "strategy": cfg.get("DEFAULT_STRATEGY", "linear"),
-        "gather_subset": cfg.get("DEFAULT_GATHER_SUBSET", "all"),
+        # what the roles gather (bench/playbooks/facts.yml gathers the same; a unit test keeps them equal)
+        "gather_subset": "distribution,platform,service_mgr (the roles' setup tasks; plays gather_facts: false)",
         "pipelining": cfg.get("ANSIBLE_PIPELINING", "False"),
         "controller_cpus": os.cpu_count(),
         "controller_mem_gib": round(mem_kb / 1048576, 1),

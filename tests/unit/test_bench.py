@@ -279,3 +279,21 @@ def test_scale_model_from_a_bench_result():
     assert scale.wall(5000, 1000, 8, p) == 1250
     text = scale.tables(doc)
     assert "| 1000 | 20 min | 10 min | 5 min |" in text
+
+
+def test_the_bench_gathers_the_facts_the_roles_gather():
+    import yaml
+
+    wanted = set()
+    for path in ROOT.glob("roles/*/tasks/*.yml"):
+        for task in yaml.safe_load(path.read_text()) or []:
+            if isinstance(task, dict) and "ansible.builtin.setup" in task:
+                wanted |= set(task["ansible.builtin.setup"]["gather_subset"])
+    play = yaml.safe_load((ROOT / "bench" / "playbooks" / "facts.yml").read_text())[0]
+    assert set(play["vars"]["rackforge_bench_roles_subset"]) == wanted
+    assert not {"all", "network", "hardware"} & wanted
+    # no play gathers the default (full) set
+    for path in [*ROOT.glob("playbooks/*.yml"), ROOT / "site.yml"]:
+        for item in yaml.safe_load(path.read_text()) or []:
+            if "hosts" in item:
+                assert item.get("gather_facts") is False, (str(path), item.get("name"))
