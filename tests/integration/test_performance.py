@@ -71,5 +71,5 @@ def test_fact_gathering_does_not_grow_with_interfaces(converged, tmp_path):
         delete = "".join("link del rft%d\n" % i for i in range(200))
         subprocess.run(["podman", "exec", "-i", "rackforge-lab-lab-node1", "ip", "-batch", "-"], input=delete, text=True, check=False)
     assert many_targeted <= few_targeted * 1.05, (few_targeted, many_targeted)
-    assert many_network > few_network * 10  # the measurement sees interfaces when they are gathered
+    assert many_network > few_network * 3  # the measurement sees the interfaces when they are gathered
     assert INVENTORY.exists()
