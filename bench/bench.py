@@ -200,6 +200,9 @@ def mitogen_env():
         "PYTHONPATH": MITOGEN_DIR,
         "ANSIBLE_STRATEGY_PLUGINS": os.path.join(MITOGEN_DIR, "ansible_mitogen", "plugins", "strategy"),
         "ANSIBLE_STRATEGY": "mitogen_linear",
+        # mitogen runs its own ssh and ignores the lab inventory's StrictHostKeyChecking=no: the
+        # lab's throwaway containers get new host keys on every start (lab runs only)
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
     }
 
 
@@ -228,6 +231,11 @@ def environment():
         "controller_mem_gib": round(mem_kb / 1048576, 1),
         "transport": "ssh to 127.0.0.1 ports (podman containers), ControlPersist",
     }
+
+
+def section(title, header):
+    """A titled Markdown table's first lines: title, header row, separator."""
+    return ["", title, "", header, "|" + "---|" * (header.count(" | ") + 1)]
 
 
 def markdown(doc):
@@ -281,13 +289,10 @@ def markdown(doc):
                 row["stat_in_noop_s"]["median"],
             )
         )
-    lines += [
-        "",
+    lines += section(
         "Controller cost (ansible-playbook with its forks and ssh clients; the nodes' own work is not in it):",
-        "",
         "| nodes | no-op CPU s | CPU ms per node-task | no-op peak RSS MiB | fresh CPU s | fresh peak RSS MiB |",
-        "|---|---|---|---|---|---|",
-    ]
+    )
     for n, row in doc["by_nodes"].items():
         tasks = int(n) * (row["noop_remote_tasks_max"] + row["noop_controller_tasks_max"] + row["noop_delegated_tasks_max"])
         lines.append(
@@ -302,13 +307,10 @@ def markdown(doc):
             )
         )
     if doc.get("interfaces"):
-        lines += [
-            "",
+        lines += section(
             "Fact gathering on one node (setup module seconds, median of %d; bytes of facts):" % doc["reps"],
-            "",
             "| interfaces | targeted subset s | targeted bytes | full s | full bytes |",
-            "|---|---|---|---|---|",
-        ]
+        )
         for label in ("4_interfaces", "404_interfaces"):
             t, f = doc["interfaces"][label + "_targeted"], doc["interfaces"][label + "_full"]
             lines.append(
@@ -316,13 +318,10 @@ def markdown(doc):
                 % (t["interfaces"], t["seconds"]["median"], t["fact_bytes"], f["seconds"]["median"], f["fact_bytes"])
             )
     if doc.get("mitogen"):
-        lines += [
-            "",
+        lines += section(
             "The optional mitogen strategy (%s, mitogen_linear; a third-party strategy, deprecated by ansible-core 2.19):" % doc["mitogen"],
-            "",
             "| nodes | no-op s (linear) | no-op s (mitogen) | speedup | changed (mitogen) | per-task s (mitogen) | floor s (mitogen) |",
-            "|---|---|---|---|---|---|---|",
-        ]
+        )
         for n, row in doc["by_nodes"].items():
             m = row.get("mitogen")
             if m:
