@@ -206,6 +206,15 @@ def mitogen_env():
     }
 
 
+def pipelining():
+    """The ssh connection's pipelining setting as ansible.cfg sets it (a connection-plugin option)."""
+    import configparser
+
+    cfg = configparser.ConfigParser()
+    cfg.read(os.path.join(ROOT, "ansible.cfg"))
+    return cfg.get("ssh_connection", "pipelining", fallback="False")
+
+
 def environment():
     ver = subprocess.run(["ansible-playbook", "--version"], text=True, capture_output=True, check=False).stdout.splitlines()
     cfg = {}
@@ -226,7 +235,7 @@ def environment():
         "strategy": cfg.get("DEFAULT_STRATEGY", "linear"),
         # what the roles gather (bench/playbooks/facts.yml gathers the same; a unit test keeps them equal)
         "gather_subset": "distribution,platform,service_mgr (the roles' setup tasks; plays gather_facts: false)",
-        "pipelining": cfg.get("ANSIBLE_PIPELINING", "False"),
+        "pipelining": pipelining(),
         "controller_cpus": os.cpu_count(),
         "controller_mem_gib": round(mem_kb / 1048576, 1),
         "transport": "ssh to 127.0.0.1 ports (podman containers), ControlPersist",
@@ -337,6 +346,8 @@ def markdown(doc):
                         m["per_task_floor_s"]["median"],
                     )
                 )
+    if doc.get("combined"):
+        lines += ["", "Combined from two runs: %s." % doc["combined"]]
     lines += ["", "Targets: %s" % ("; ".join("%s: %s" % (k, "met" if v else "NOT met") for k, v in doc["targets"].items()))]
     return "\n".join(lines) + "\n"
 
@@ -418,13 +429,62 @@ def targets_for(doc):
     return targets
 
 
+def write_results(doc):
+    stamp = doc["finished"].replace(":", "")
+    for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", markdown(doc))):
+        for name in (stamp + suffix, "latest" + suffix):
+            with open(os.path.join(RESULTS, name), "w") as fh:
+                fh.write(text)
+
+
+def combine(old_path, new_path):
+    """One table from two runs of this harness on the same machine: the new run's node counts and
+    interface runs, the old run's other node counts, and the old mitogen runs where the new run
+    had none. Every borrowed part is named in doc["combined"]."""
+    old, new = json.load(open(old_path)), json.load(open(new_path))
+    doc = dict(new)
+    doc["by_nodes"] = {}
+    borrowed = []
+    for n in sorted({*old["by_nodes"], *new["by_nodes"]}, key=int):
+        if n in new["by_nodes"]:
+            row = dict(new["by_nodes"][n])
+            if not row.get("mitogen") and (old["by_nodes"].get(n) or {}).get("mitogen"):
+                row["mitogen"] = old["by_nodes"][n]["mitogen"]
+                borrowed.append("mitogen runs for %s nodes" % n)
+        else:
+            row = old["by_nodes"][n]
+            borrowed.append("%s nodes" % n)
+        doc["by_nodes"][n] = row
+    if not doc.get("interfaces") and old.get("interfaces"):
+        doc["interfaces"] = old["interfaces"]
+        borrowed.append("the interface runs")
+    if not doc.get("mitogen") and old.get("mitogen"):
+        doc["mitogen"] = old["mitogen"]
+    doc["combined"] = "%s from the run finished %s (%s); the rest from the run finished %s (%s)" % (
+        ", ".join(borrowed) or "nothing",
+        old["finished"],
+        old["command"],
+        new["finished"],
+        new["command"],
+    )
+    doc["command"] = "%s, then %s" % (old["command"], new["command"])
+    doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    doc["targets"] = targets_for(doc)
+    write_results(doc)
+    sys.stdout.write(markdown(doc))
+    return 0 if all(doc["targets"].values()) else 1
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", default="1,4,8")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-interfaces", action="store_true", help="skip the 404-interface fact experiment")
     parser.add_argument("--no-mitogen", action="store_true", help="skip the no-op and floor runs with the mitogen strategy")
+    parser.add_argument("--combine", nargs=2, metavar=("OLD", "NEW"), help="one table from two result files (no runs)")
     opts = parser.parse_args()
+    if opts.combine:
+        return combine(*opts.combine)
     counts = [int(n) for n in opts.nodes.split(",")]
     os.makedirs(RESULTS, exist_ok=True)
     os.makedirs(os.path.join(ROOT, ".cache", "bench-facts"), exist_ok=True)
@@ -462,11 +522,7 @@ def main():
     doc["targets"] = targets_for(doc)
     rows = doc["by_nodes"].values()
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    stamp = doc["finished"].replace(":", "")
-    for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", markdown(doc))):
-        for name in (stamp + suffix, "latest" + suffix):
-            with open(os.path.join(RESULTS, name), "w") as fh:
-                fh.write(text)
+    write_results(doc)
     sys.stdout.write(markdown(doc))
     if any(row["failed_logs"] for row in rows):
         log("some runs failed: their output is kept in %s" % work)

@@ -270,6 +270,10 @@ def cmd_up(opts):
         port = SSH_BASE_PORT + idx
         cname = start_node(name, ip, port, prof, idx, pub, [args for node_name, args in faults if node_name == name])
         hosts[name] = {"port": port, "ip": ip, "profile": prof, "container": cname}
+    # systemd reports running before sshd answers on a loaded machine: wait for every banner, so
+    # the first play never meets a refused or timed-out connection
+    for h in hosts.values():
+        wait_ssh(h["port"])
     write_inventory(hosts, key, all_profiles)
     with open(os.path.join(STATE, "lab.json"), "w") as fh:
         json.dump(hosts, fh, indent=1)

@@ -297,3 +297,33 @@ def test_the_bench_gathers_the_facts_the_roles_gather():
         for item in yaml.safe_load(path.read_text()) or []:
             if "hosts" in item:
                 assert item.get("gather_facts") is False, (str(path), item.get("name"))
+
+
+def test_bench_combines_two_runs_and_names_what_it_borrowed(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+
+    monkeypatch.setattr(bench, "RESULTS", str(tmp_path))
+    runs = {
+        "lab_s": [1, 1, 1],
+        "fresh": [fake_run(60, 200, 0.5)] * 3,
+        "noop": [fake_run(30, 46, 0.24)] * 3,
+        "health": [fake_run(5, 6, 0.3)] * 3,
+        "facts": [fake_run(2, 1, 0.5, action="setup")] * 3,
+        "floor": [fake_run(5, 20, 0.22, action="stat")] * 3,
+        "noop_mitogen": [fake_run(20, 46, 0.12)] * 3,
+        "floor_mitogen": [fake_run(3, 20, 0.1, action="stat")] * 3,
+    }
+    env = {"controller_cpus": 2, "controller_mem_gib": 24, "ansible_core": "core", "python": "3.11", "forks": "25"}
+    env.update(strategy="linear", pipelining="True", gather_subset="x")
+    base = {"reps": 3, "environment": env, "mitogen": "mitogen==0.3.54"}
+    old = dict(base, finished="2026-11-30T07:00:00Z", command="make bench", by_nodes={"1": bench.row_for(runs), "8": bench.row_for(runs)})
+    runs["noop_mitogen"], runs["floor_mitogen"] = [], []
+    new = dict(base, finished="2026-11-30T08:00:00Z", command="bench.py --nodes 8", by_nodes={"8": bench.row_for(runs)}, mitogen=None)
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    assert bench.combine(str(tmp_path / "old.json"), str(tmp_path / "new.json")) == 0
+    doc = json.loads((tmp_path / "latest.json").read_text())
+    assert list(doc["by_nodes"]) == ["1", "8"] and doc["by_nodes"]["8"]["mitogen"]["noop_s"]["median"] == 20
+    assert doc["combined"].startswith("1 nodes, mitogen runs for 8 nodes from the run finished 2026-11-30T07:00:00Z")
+    assert "Combined from two runs" in (tmp_path / "latest.md").read_text()
