@@ -18,10 +18,11 @@ def lab(*args, check=True):
     return subprocess.run(["python3", str(ROOT / "lab" / "lab.py"), *args], capture_output=True, text=True, check=check, cwd=ROOT)
 
 
-def playbook(*args, report_dir=None, prometheus_dir=None, inventory=INVENTORY):
+def playbook(*args, report_dir=None, prometheus_dir=None, inventory=INVENTORY, env=None):
     """ansible-playbook against the lab; res.recap is {host: {ok, changed, failed, ...}}.
-    report_dir / prometheus_dir keep a run's fleet report / scrape targets out of reports/."""
-    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1")
+    report_dir / prometheus_dir keep a run's fleet report / scrape targets out of reports/;
+    env adds environment variables for this run only."""
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_FORCE_COLOR="0", ANSIBLE_NOCOLOR="1", **(env or {}))
     if report_dir:
         env["RACKFORGE_REPORT_DIR"] = str(report_dir)
     if prometheus_dir:
