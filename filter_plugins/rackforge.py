@@ -164,11 +164,13 @@ def k8s_label_value(value):
     return text[:63].rstrip("-_.")
 
 
-def apt_pending(dpkg_rows, wanted, held=()):
+def apt_pending(dpkg_rows, wanted, held=(), repo=None):
     """What an apt/hold step would still change, from `dpkg-query -W -f '${Package}\\t${Version}
     \\t${db:Status-Abbrev}\\n' PKG...` output: wanted is {package: version}, where the installed
     version must be the version or start with "version-" (the Debian revision); held lists the
-    packages that must also be on hold ("hi"). [] means installed, pinned and held: nothing to do."""
+    packages that must also be on hold ("hi"). repo, when the step also manages the repository:
+    {key, key_sha256 (as read), key_checksum (wanted), source, source_text (as read), line}.
+    [] means installed, pinned and held (and the repository in place): nothing to do."""
     state = {}
     for line in str(dpkg_rows or "").splitlines():
         parts = line.split("\t")
@@ -181,6 +183,11 @@ def apt_pending(dpkg_rows, wanted, held=()):
             pending.append("%s=%s (installed: %s)" % (pkg, version, have or "none"))
         elif pkg in held and status[:1] != "h":
             pending.append("%s (not held)" % pkg)
+    if repo:
+        if repo.get("key_sha256") != repo["key_checksum"]:
+            pending.append("repository key %s" % repo["key"])
+        if repo["line"] not in str(repo.get("source_text") or "").splitlines():
+            pending.append("repository source %s" % repo["source"])
     return pending
 
 

@@ -52,7 +52,7 @@ def wanted_ids(module, item):
 
 def main():
     module = AnsibleModule(argument_spec={"files": {"type": "list", "elements": "dict", "required": True}}, supports_check_mode=True)
-    plan = []
+    changed = []  # the entries whose file differs (content, mode, owner or group)
     for item in module.params["files"]:
         dest, content = item.get("dest"), item.get("content")
         if not dest or not os.path.isabs(dest) or content is None:
@@ -62,46 +62,47 @@ def main():
         data = content.encode("utf-8")
         old = read(dest)
         st = os.stat(dest) if old is not None else None
-        differs = old != data or (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid
         # in check mode a directory an earlier task would create is not there yet: a change, not an error
         if not os.path.isdir(os.path.dirname(dest)) and not module.check_mode:
             module.fail_json(msg="rackforge_files: %s: directory %s does not exist" % (dest, os.path.dirname(dest)))
-        plan.append((item, dest, data, mode, uid, gid, old, differs))
-    changed = [p for p in plan if p[7]]
+        if old != data or (st.st_mode & 0o7777) != mode or st.st_uid != uid or st.st_gid != gid:
+            changed.append({"dest": dest, "data": data, "old": old, "mode": mode, "uid": uid, "gid": gid, "validate": item.get("validate")})
     diff = [
         {
-            "before_header": p[1],
-            "after_header": p[1],
-            "before": (p[6] or b"").decode("utf-8", "replace"),
-            "after": p[2].decode("utf-8", "replace"),
+            "before_header": c["dest"],
+            "after_header": c["dest"],
+            "before": (c["old"] or b"").decode("utf-8", "replace"),
+            "after": c["data"].decode("utf-8", "replace"),
         }
-        for p in changed
-        if p[6] != p[2]
+        for c in changed
+        if c["old"] != c["data"]
     ]
     if not module.check_mode:
         # every new file written and validated beside its target first, then all renamed: a
         # failing validation leaves every file as it was
         staged = []
         try:
-            for item, dest, data, mode, uid, gid, _old, _differs in changed:
-                fd, tmp = tempfile.mkstemp(prefix=".rackforge-", dir=os.path.dirname(dest))
+            for c in changed:
+                fd, tmp = tempfile.mkstemp(prefix=".rackforge-", dir=os.path.dirname(c["dest"]))
                 staged.append(tmp)
                 with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-                os.chmod(tmp, mode)
-                os.chown(tmp, uid, gid)
-                if item.get("validate"):
-                    argv = [str(a).replace("%s", tmp) for a in item["validate"]]
+                    fh.write(c["data"])
+                os.chmod(tmp, c["mode"])
+                os.chown(tmp, c["uid"], c["gid"])
+                if c["validate"]:
+                    argv = [str(a).replace("%s", tmp) for a in c["validate"]]
                     rc, out, err = module.run_command(argv)
                     if rc != 0:
-                        module.fail_json(msg="rackforge_files: %s: validation %s failed (nothing written): %s%s" % (dest, argv, out, err))
-            for tmp, (_item, dest, *_rest) in zip(staged, changed):
-                os.rename(tmp, dest)
+                        module.fail_json(
+                            msg="rackforge_files: %s: validation %s failed (nothing written): %s%s" % (c["dest"], argv, out, err)
+                        )
+            for tmp, c in zip(staged, changed):
+                os.rename(tmp, c["dest"])
         finally:
             for tmp in staged:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
-    module.exit_json(changed=bool(changed), changed_files=[p[1] for p in changed], diff=diff)
+    module.exit_json(changed=bool(changed), changed_files=[c["dest"] for c in changed], diff=diff)
 
 
 if __name__ == "__main__":

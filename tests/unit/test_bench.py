@@ -75,6 +75,18 @@ def test_apt_pending_is_empty_when_everything_is_in_place():
     assert apt_pending("kubeadm\t1.31.40-1\thi \n", {"kubeadm": "1.31.4"}, []) != []
 
 
+def test_apt_pending_checks_the_repository_key_and_source_when_given():
+    line = "deb [signed-by=/k.asc] http://mirror/ /"
+    repo = {"key": "/k.asc", "key_sha256": "a" * 64, "key_checksum": "a" * 64, "source": "/s.list", "line": line}
+    assert apt_pending(DPKG, {"kubeadm": "1.31.4"}, ["kubeadm"], dict(repo, source_text="# x\n" + line + "\n")) == []
+    assert apt_pending(DPKG, {"kubeadm": "1.31.4"}, ["kubeadm"], dict(repo, key_sha256=None, source_text=None)) == [
+        "repository key /k.asc",
+        "repository source /s.list",
+    ]
+    # the line must be a whole line of the file, not a part of one
+    assert apt_pending(DPKG, {}, [], dict(repo, source_text="# " + line + "\n")) == ["repository source /s.list"]
+
+
 CENSUS_PLAY = """
 - hosts: target
   gather_facts: false
