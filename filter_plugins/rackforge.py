@@ -179,8 +179,8 @@ def apt_pending(dpkg_rows, wanted, held=(), repo=None):
     pending = []
     for pkg, version in (wanted or {}).items():
         have, status = state.get(pkg, ("", ""))
-        if status[1:2] != "i" or not (have == str(version) or have.startswith("%s-" % version)):
-            pending.append("%s=%s (installed: %s)" % (pkg, version, have or "none"))
+        if status[1:2] != "i" or (version and not (have == str(version) or have.startswith("%s-" % version))):
+            pending.append("%s%s (installed: %s)" % (pkg, "=%s" % version if version else "", have or "none"))
         elif pkg in held and status[:1] != "h":
             pending.append("%s (not held)" % pkg)
     if repo:

@@ -90,9 +90,13 @@ def test_every_multi_file_entry_names_its_mode(path, task):
     if isinstance(files, str):  # built by a template: every entry there names its mode too
         entries = re.findall(r'\{"dest":[^{}]*?"mode": "0[0-7]{3}"', files) or re.findall(r"'dest':[^{}]*?'mode': '0[0-7]{3}'", files)
         template = re.search(r"lookup\('ansible.builtin.template', '([^']+\.json\.j2)'\)", files)
+        listed = [v for v in task.get("vars", {}).values() if isinstance(v, dict) and "dest" in v]
         if template:
             text = (ROOT / path.parts[0] / path.parts[1] / "templates" / template.group(1)).read_text()
             assert text.count('"dest":') == text.count('"mode": "0'), (path, task["name"])
+        elif listed:  # a list of the task's own vars, each one entry
+            for entry in listed:
+                assert re.match(r"^0[0-7]{3}$", str(entry.get("mode", ""))), (path, task["name"], entry["dest"])
         else:
             assert entries and len(entries) == files.count("'dest':"), (path, task["name"])
         return
