@@ -13,6 +13,11 @@ from the cached image (N simulated HGX H100 nodes and the control plane):
 Then, on one node, the fact-gathering cost with 4 and with 404 interfaces (200 veth pairs
 added in the node's own network namespace and removed again), targeted subset vs. full.
 
+The no-op, health and floor runs use a timing wrapper as the nodes' Python interpreter (written
+into each node by the bench: it logs each module execution's start and end on the node), so a
+task's cost splits into the module's own run time on the node and the rest: transport,
+controller and the action plugin's own round trips (the overhead).
+
 Every run gets a fresh SSH control path and an empty fact cache. The task_census callback
 (bench/callback_plugins) counts per host the tasks that ran a module on the node and those
 that stayed on the controller. Results: bench/results/<stamp>.json and .md, copied to
@@ -46,6 +51,30 @@ MITOGEN = "mitogen==0.3.54"
 MITOGEN_DIR = os.path.join(ROOT, ".cache", "mitogen")
 FACTS = os.path.join(HERE, "playbooks", "facts.yml")
 NO_FACT_CACHE = {"ANSIBLE_CACHE_PLUGIN": "memory"}  # so that every facts run really gathers
+# the timing wrapper: each module execution on a node appends "start end" (seconds) to TIMES
+TIMED_PYTHON = "/usr/local/libexec/rackforge-bench-python3"
+TIMES = "/run/rackforge-bench-module-times"
+WRAPPER = (
+    """#!/bin/sh
+# rackforge bench (bench/bench.py): times each Ansible module execution on this node
+start=$(date +%%s.%%N)
+/usr/bin/python3 "$@"
+rc=$?
+echo "$start $(date +%%s.%%N)" >> %s
+exit $rc
+"""
+    % TIMES
+)
+TIMED_INVENTORY = (
+    """# bench/bench.py: the GPU nodes run modules through the timing wrapper
+all:
+  children:
+    gpu_nodes:
+      vars:
+        ansible_python_interpreter: %s
+"""
+    % TIMED_PYTHON
+)
 
 
 def log(msg):
@@ -72,7 +101,39 @@ def lab_rebuild(nodes):
         os.remove(fresh)
     started = time.monotonic()
     sh([*LAB, "up", "--nodes", str(nodes), "--profile", "hgx-h100-8gpu", "--control-plane", "1"])
-    return time.monotonic() - started
+    took = time.monotonic() - started
+    for i in range(1, nodes + 1):
+        install = "mkdir -p %s && cat > %s && chmod 0755 %s" % (os.path.dirname(TIMED_PYTHON), TIMED_PYTHON, TIMED_PYTHON)
+        sh(["podman", "exec", "-i", node_container("lab-node%d" % i), "sh", "-c", install], input=WRAPPER)
+    return took
+
+
+def node_container(host):
+    return "%s-%s" % (PREFIX, host)
+
+
+def gpu_hosts():
+    """The GPU nodes of the lab inventory (lab.py writes it)."""
+    import yaml  # ansible's dependency: make bench runs in the venv
+
+    with open(INVENTORY) as fh:
+        inventory = yaml.safe_load(fh)
+    return sorted((inventory["all"]["children"].get("gpu_nodes") or {}).get("hosts") or {})
+
+
+def read_node_file(host, path):
+    """A file's text in a lab node ("" when missing)."""
+    return subprocess.run(["podman", "exec", node_container(host), "cat", path], text=True, capture_output=True, check=False).stdout
+
+
+def module_times(text):
+    """(executions, seconds) from the wrapper's log lines "start end"."""
+    spans = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            spans.append(float(parts[1]) - float(parts[0]))
+    return len(spans), sum(spans)
 
 
 def tree_rss_mb(root_pid):
@@ -96,10 +157,20 @@ def tree_rss_mb(root_pid):
     return total / 1048576
 
 
-def playbook(name, args, work, extra_env=None):
+def playbook(name, args, work, extra_env=None, timed=False):
     """One ansible-playbook run with a fresh SSH control path and fact cache; returns wall time,
-    exit code, the recap per host (from the census) and the census itself."""
+    exit code, the recap per host (from the census) and the census itself. timed: the GPU nodes
+    run modules through the timing wrapper, and the run returns each one's module executions
+    and seconds (module_times)."""
     run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
+    inventory = ["-i", INVENTORY]
+    if timed:
+        overlay = os.path.join(run_dir, "timed.yml")
+        with open(overlay, "w") as fh:
+            fh.write(TIMED_INVENTORY)
+        inventory += ["-i", overlay]
+        for host in gpu_hosts():
+            sh(["podman", "exec", node_container(host), "rm", "-f", TIMES])
     control = tempfile.mkdtemp(prefix="cp-", dir="/tmp")  # short path: the socket name must fit
     census = os.path.join(run_dir, "census.json")
     env = dict(os.environ)
@@ -112,7 +183,7 @@ def playbook(name, args, work, extra_env=None):
         ANSIBLE_NOCOLOR="1",
     )
     env.update(extra_env or {})
-    cmd = ["ansible-playbook", "-i", INVENTORY, "-e", "ansible_control_path_dir=%s" % control, *args]
+    cmd = ["ansible-playbook", *inventory, "-e", "ansible_control_path_dir=%s" % control, *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     peak = [0.0]
     started = time.monotonic()
@@ -134,7 +205,10 @@ def playbook(name, args, work, extra_env=None):
     shutil.rmtree(control, ignore_errors=True)
     data = json.load(open(census)) if os.path.exists(census) else {"hosts": {}}
     log("%-8s rc=%d %.1fs (%s)" % (name, rc, wall, run_dir))
-    return {"wall": wall, "rc": rc, "cpu": cpu, "peak_rss_mb": peak[0], "census": data, "log": os.path.join(run_dir, "output.log")}
+    result = {"wall": wall, "rc": rc, "cpu": cpu, "peak_rss_mb": peak[0], "census": data, "log": os.path.join(run_dir, "output.log")}
+    if timed:
+        result["module_times"] = {host: module_times(read_node_file(host, TIMES)) for host in gpu_hosts()}
+    return result
 
 
 def node_stats(run):
@@ -154,6 +228,15 @@ def node_stats(run):
         "per_remote_task_s": statistics.mean(v["remote_seconds"] / v["remote_tasks"] for v in hosts.values() if v["remote_tasks"])
         if hosts
         else 0.0,
+        # of that, the modules' own run time on the node (timing wrapper), and the rest
+        "module_per_task_s": statistics.mean(
+            run["module_times"][h][1] / v["remote_tasks"] for h, v in hosts.items() if v["remote_tasks"] and h in run["module_times"]
+        )
+        if run.get("module_times") and hosts
+        else None,
+        "module_executions_max": max((run["module_times"][h][0] for h in hosts if h in run["module_times"]), default=0)
+        if run.get("module_times")
+        else None,
     }
 
 
@@ -298,6 +381,29 @@ def markdown(doc):
                 row["stat_in_noop_s"]["median"],
             )
         )
+    if all(overhead_ratio(row) is not None for row in doc["by_nodes"].values()):
+        lines += section(
+            "Where a remote task's time goes (medians, seconds per remote task): the module's own run time on the node, from"
+            " the timing wrapper (start to end of each module execution there), and the overhead, the rest of the task's"
+            " cost (ssh, the controller, action plugins' extra round trips):",
+            "| nodes | no-op per task | no-op on the node | no-op overhead | floor per task | floor on the node | floor overhead"
+            " | overhead ratio | module executions/node |",
+        )
+        for n, row in doc["by_nodes"].items():
+            lines.append(
+                "| %s | %.3f | %.3f | %.3f | %.3f | %.3f | %.3f | %.2f | %d |"
+                % (
+                    n,
+                    row["per_task_noop_s"]["median"],
+                    row["module_per_task_noop_s"]["median"],
+                    row["overhead_per_task_noop_s"]["median"],
+                    row["per_task_floor_s"]["median"],
+                    row["module_per_task_floor_s"]["median"],
+                    row["overhead_per_task_floor_s"]["median"],
+                    overhead_ratio(row),
+                    row["noop_module_executions_max"],
+                )
+            )
     lines += section(
         "Controller cost (ansible-playbook with its forks and ssh clients; the nodes' own work is not in it):",
         "| nodes | no-op CPU s | CPU ms per node-task | no-op peak RSS MiB | fresh CPU s | fresh peak RSS MiB |",
@@ -387,6 +493,13 @@ def row_for(runs):
         "per_task_noop_s": per_noop,
         "per_task_floor_s": per_floor,
         "per_task_ratio": round(per_noop["median"] / per_floor["median"], 3) if per_floor["median"] else None,
+        # the split: the modules' own run time on the node per remote task, and the overhead
+        # (the rest: transport, controller, action plugins) per remote task
+        "module_per_task_noop_s": split_summary(noop, "module"),
+        "module_per_task_floor_s": split_summary(floor, "module"),
+        "overhead_per_task_noop_s": split_summary(noop, "overhead"),
+        "overhead_per_task_floor_s": split_summary(floor, "overhead"),
+        "noop_module_executions_max": max((s["module_executions_max"] or 0 for s in noop), default=0),
         # like for like: the same module (stat) inside the no-op site.yml vs. the floor playbook
         "stat_in_noop_s": summary([x["stat_task_s"] for x in noop if x["stat_task_s"] is not None] or [0]),
         "mitogen": {
@@ -403,6 +516,23 @@ def row_for(runs):
     }
 
 
+def split_summary(stats, part):
+    """Median (min-max) of the module or overhead seconds per remote task, or None for runs
+    without the timing wrapper (results of older versions of this harness)."""
+    if not stats or any(s["module_per_task_s"] is None for s in stats):
+        return None
+    if part == "module":
+        return summary([s["module_per_task_s"] for s in stats])
+    return summary([s["per_remote_task_s"] - s["module_per_task_s"] for s in stats])
+
+
+def overhead_ratio(row):
+    noop, floor = row.get("overhead_per_task_noop_s"), row.get("overhead_per_task_floor_s")
+    if not noop or not floor or floor["median"] <= 0:
+        return None
+    return round(noop["median"] / floor["median"], 3)
+
+
 def targets_for(doc):
     """Issue 8's targets, each met or not, from the table's rows."""
     rows = list(doc["by_nodes"].values())
@@ -417,6 +547,10 @@ def targets_for(doc):
             row["stat_in_noop_s"]["median"] <= row["per_task_floor_s"]["median"] * TARGET_FLOOR_RATIO for row in rows
         ),
     }
+    if all(overhead_ratio(row) is not None for row in rows):
+        targets["overhead per task (its cost minus the module's own run time on the node) within 10% of the stat floor's"] = all(
+            overhead_ratio(row) <= TARGET_FLOOR_RATIO for row in rows
+        )
     if doc.get("interfaces"):
         few, many = doc["interfaces"]["4_interfaces_targeted"], doc["interfaces"]["404_interfaces_targeted"]
         targets["facts with 404 interfaces cost no more than with 4 (+10%)"] = (
@@ -508,10 +642,10 @@ def main():
             log("N=%d repetition %d/%d" % (n, rep + 1, opts.reps))
             runs["lab_s"].append(lab_rebuild(n))
             runs["fresh"].append(playbook("fresh", [site], work))
-            runs["noop"].append(playbook("noop", [site], work))
+            runs["noop"].append(playbook("noop", [site], work, timed=True))
             runs["health"].append(playbook("health", [os.path.join(ROOT, "playbooks", "health_check.yml")], work))
             runs["facts"].append(playbook("facts", ["-l", "gpu_nodes", FACTS], work, NO_FACT_CACHE))
-            runs["floor"].append(playbook("floor", [os.path.join(HERE, "playbooks", "floor.yml")], work))
+            runs["floor"].append(playbook("floor", [os.path.join(HERE, "playbooks", "floor.yml")], work, timed=True))
             if mitogen:
                 runs["noop_mitogen"].append(playbook("noop-mitogen", [site], work, mitogen))
                 runs["floor_mitogen"].append(playbook("floor-mitogen", [os.path.join(HERE, "playbooks", "floor.yml")], work, mitogen))

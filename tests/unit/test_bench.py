@@ -75,6 +75,12 @@ def test_apt_pending_is_empty_when_everything_is_in_place():
     assert apt_pending("kubeadm\t1.31.40-1\thi \n", {"kubeadm": "1.31.4"}, []) != []
 
 
+def test_apt_pending_with_an_empty_version_takes_any_installed_version():
+    # apt's state: present (rdma_roce, container_runtime, monitoring): installed is enough
+    assert apt_pending(DPKG, {"kubectl": "", "kubeadm": ""}) == []
+    assert apt_pending(DPKG, {"old": "", "absent": ""}) == ["old (installed: 1.0)", "absent (installed: none)"]
+
+
 def test_apt_pending_checks_the_repository_key_and_source_when_given():
     line = "deb [signed-by=/k.asc] http://mirror/ /"
     repo = {"key": "/k.asc", "key_sha256": "a" * 64, "key_checksum": "a" * 64, "source": "/s.list", "line": line}
@@ -205,7 +211,7 @@ def test_no_task_costs_more_with_a_bigger_fleet():
     assert walking == ["Write the fleet report on the controller"]
 
 
-def fake_run(wall, remote_tasks, seconds_per_task, changed=0, rc=0, action="template"):
+def fake_run(wall, remote_tasks, seconds_per_task, changed=0, rc=0, action="template", module_s=None):
     host = {
         "remote_tasks": remote_tasks,
         "remote_executions": remote_tasks + 2,
@@ -218,7 +224,7 @@ def fake_run(wall, remote_tasks, seconds_per_task, changed=0, rc=0, action="temp
         "changed_tasks": ["play | task"] if changed else [],
         "remote": [{"task": "t%d" % i, "action": action, "items": 1, "seconds": seconds_per_task} for i in range(remote_tasks)],
     }
-    return {
+    run = {
         "wall": wall,
         "rc": rc,
         "cpu": wall / 2,
@@ -226,6 +232,48 @@ def fake_run(wall, remote_tasks, seconds_per_task, changed=0, rc=0, action="temp
         "log": "x",
         "census": {"hosts": {"lab-node1": host, "lab-cp1": host}},
     }
+    if module_s is not None:  # a timed run: module executions and their seconds on the node
+        run["module_times"] = {"lab-node1": (remote_tasks + 2, remote_tasks * module_s)}
+    return run
+
+
+def test_module_times_from_the_wrappers_log():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+
+    assert bench.module_times("") == (0, 0)
+    count, seconds = bench.module_times("100.25 100.5\n200.0 201.0\ntruncated\n")
+    assert count == 2 and seconds == pytest.approx(1.25)
+    # the wrapper runs the node's real interpreter with the same arguments and exit status
+    assert '/usr/bin/python3 "$@"' in bench.WRAPPER and "exit $rc" in bench.WRAPPER and bench.TIMES in bench.WRAPPER
+
+
+def test_overhead_split_and_its_target():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+
+    runs = {
+        "lab_s": [10],
+        "fresh": [fake_run(60, 200, 0.5)],
+        "noop": [fake_run(30, 40, 0.40, module_s=0.28)],
+        "health": [fake_run(5, 6, 0.3)],
+        "facts": [fake_run(2, 1, 0.5, action="setup")],
+        "floor": [fake_run(5, 20, 0.22, action="stat", module_s=0.11)],
+        "noop_mitogen": [],
+        "floor_mitogen": [],
+    }
+    row = bench.row_for(runs)
+    assert row["overhead_per_task_noop_s"]["median"] == pytest.approx(0.12, abs=1e-3)
+    assert row["overhead_per_task_floor_s"]["median"] == pytest.approx(0.11, abs=1e-3)
+    assert bench.overhead_ratio(row) == pytest.approx(0.12 / 0.11, abs=1e-2)
+    key = "overhead per task (its cost minus the module's own run time on the node) within 10% of the stat floor's"
+    assert bench.targets_for({"by_nodes": {"1": row}})[key]
+    runs["noop"] = [fake_run(30, 40, 0.45, module_s=0.28)]  # 0.17 s overhead: 1.55x
+    assert not bench.targets_for({"by_nodes": {"1": bench.row_for(runs)}})[key]
+    # results without the wrapper (older runs): no split, no such target
+    runs["noop"] = [fake_run(30, 40, 0.40)]
+    row = bench.row_for(runs)
+    assert row["overhead_per_task_noop_s"] is None and key not in bench.targets_for({"by_nodes": {"1": row}})
 
 
 def test_bench_rows_targets_and_table_from_runs():
