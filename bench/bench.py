@@ -126,14 +126,44 @@ def read_node_file(host, path):
     return subprocess.run(["podman", "exec", node_container(host), "cat", path], text=True, capture_output=True, check=False).stdout
 
 
-def module_times(text):
-    """(executions, seconds) from the wrapper's log lines "start end"."""
+def module_spans(text):
+    """[(start, end)] (epoch seconds) from the wrapper's log lines "start end"."""
     spans = []
     for line in text.splitlines():
         parts = line.split()
         if len(parts) == 2:
-            spans.append(float(parts[1]) - float(parts[0]))
-    return len(spans), sum(spans)
+            spans.append((float(parts[0]), float(parts[1])))
+    return spans
+
+
+def module_times(text):
+    """(executions, seconds) from the wrapper's log lines "start end"."""
+    spans = module_spans(text)
+    return len(spans), sum(end - start for start, end in spans)
+
+
+def first_use_split(run):
+    """Overhead (a task's seconds minus the module time the node logged inside the task's window)
+    of the first task in the run that used each module vs. the tasks that used one again, mean
+    seconds over the GPU nodes' tasks: (first, repeat, first uses, repeats). ansible-playbook
+    builds a module's payload once per run, at its first use."""
+    first, repeat = [], []
+    for host, spans in (run.get("module_spans") or {}).items():
+        seen = set()
+        for task in run["census"]["hosts"].get(host, {}).get("remote", []):
+            if "start" not in task:
+                return None
+            on_node = sum(e - s for s, e in spans if task["start"] <= s and e <= task["end"])
+            (repeat if task["action"] in seen else first).append(task["seconds"] - on_node)
+            seen.add(task["action"])
+    if not first:
+        return None
+    return {
+        "first_use_s": round(statistics.mean(first), 3),
+        "repeat_s": round(statistics.mean(repeat), 3) if repeat else None,
+        "first_uses": len(first),
+        "repeats": len(repeat),
+    }
 
 
 def tree_rss_mb(root_pid):
@@ -207,7 +237,8 @@ def playbook(name, args, work, extra_env=None, timed=False):
     log("%-8s rc=%d %.1fs (%s)" % (name, rc, wall, run_dir))
     result = {"wall": wall, "rc": rc, "cpu": cpu, "peak_rss_mb": peak[0], "census": data, "log": os.path.join(run_dir, "output.log")}
     if timed:
-        result["module_times"] = {host: module_times(read_node_file(host, TIMES)) for host in gpu_hosts()}
+        result["module_spans"] = {host: module_spans(read_node_file(host, TIMES)) for host in gpu_hosts()}
+        result["module_times"] = {host: (len(v), sum(e - s for s, e in v)) for host, v in result["module_spans"].items()}
     return result
 
 
@@ -404,6 +435,29 @@ def markdown(doc):
                     row["noop_module_executions_max"],
                 )
             )
+    if all(row.get("first_use_noop") and row.get("first_use_floor") for row in doc["by_nodes"].values()):
+        lines += section(
+            "Overhead by first use (medians, seconds per task): a module's first task in the run vs. the tasks that use it"
+            " again (the module time a node logged inside each task's window taken off; the floor's first task also opens"
+            " the SSH connection):",
+            "| nodes | no-op first uses | no-op overhead, first use | no-op repeats | no-op overhead, repeat"
+            " | floor overhead, first use | floor overhead, repeat | repeat ratio |",
+        )
+        for n, row in doc["by_nodes"].items():
+            f, fl = row["first_use_noop"], row["first_use_floor"]
+            lines.append(
+                "| %s | %d | %.3f | %d | %.3f | %.3f | %.3f | %.2f |"
+                % (
+                    n,
+                    f["first_uses"],
+                    f["first_use_s"]["median"],
+                    f["repeats"],
+                    f["repeat_s"]["median"],
+                    fl["first_use_s"]["median"],
+                    fl["repeat_s"]["median"],
+                    f["repeat_s"]["median"] / fl["repeat_s"]["median"] if fl["repeat_s"]["median"] > 0 else 0,
+                )
+            )
     lines += section(
         "Controller cost (ansible-playbook with its forks and ssh clients; the nodes' own work is not in it):",
         "| nodes | no-op CPU s | CPU ms per node-task | no-op peak RSS MiB | fresh CPU s | fresh peak RSS MiB |",
@@ -500,6 +554,9 @@ def row_for(runs):
         "overhead_per_task_noop_s": split_summary(noop, "overhead"),
         "overhead_per_task_floor_s": split_summary(floor, "overhead"),
         "noop_module_executions_max": max((s["module_executions_max"] or 0 for s in noop), default=0),
+        # the overhead of each module's first use in a run vs. its later uses
+        "first_use_noop": first_use_summary(runs["noop"]),
+        "first_use_floor": first_use_summary(runs["floor"]),
         # like for like: the same module (stat) inside the no-op site.yml vs. the floor playbook
         "stat_in_noop_s": summary([x["stat_task_s"] for x in noop if x["stat_task_s"] is not None] or [0]),
         "mitogen": {
@@ -524,6 +581,20 @@ def split_summary(stats, part):
     if part == "module":
         return summary([s["module_per_task_s"] for s in stats])
     return summary([s["per_remote_task_s"] - s["module_per_task_s"] for s in stats])
+
+
+def first_use_summary(runs):
+    """Median over the runs of first_use_split's first-use and repeat overheads; None without
+    the timestamps (older results)."""
+    splits = [first_use_split(r) for r in runs]
+    if not splits or any(x is None or x["repeat_s"] is None for x in splits):
+        return None
+    return {
+        "first_use_s": summary([x["first_use_s"] for x in splits]),
+        "repeat_s": summary([x["repeat_s"] for x in splits]),
+        "first_uses": splits[-1]["first_uses"],
+        "repeats": splits[-1]["repeats"],
+    }
 
 
 def overhead_ratio(row):
@@ -563,10 +634,10 @@ def targets_for(doc):
     return targets
 
 
-def write_results(doc):
+def write_results(doc, latest=True):
     stamp = doc["finished"].replace(":", "")
     for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", markdown(doc))):
-        for name in (stamp + suffix, "latest" + suffix):
+        for name in (stamp + suffix, "latest" + suffix) if latest else (stamp + suffix,):
             with open(os.path.join(RESULTS, name), "w") as fh:
                 fh.write(text)
 
@@ -615,6 +686,7 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--no-interfaces", action="store_true", help="skip the 404-interface fact experiment")
     parser.add_argument("--no-mitogen", action="store_true", help="skip the no-op and floor runs with the mitogen strategy")
+    parser.add_argument("--no-latest", action="store_true", help="write only the stamped result files, not latest.*")
     parser.add_argument("--combine", nargs=2, metavar=("OLD", "NEW"), help="one table from two result files (no runs)")
     opts = parser.parse_args()
     if opts.combine:
@@ -627,8 +699,15 @@ def main():
     doc = {
         "started": started,
         "command": "make bench"
-        if (opts.nodes, opts.reps, opts.no_interfaces) == ("1,4,8", 3, False)
-        else "python3 bench/bench.py --nodes %s --reps %d%s" % (opts.nodes, opts.reps, " --no-interfaces" if opts.no_interfaces else ""),
+        if (opts.nodes, opts.reps, opts.no_interfaces, opts.no_mitogen, opts.no_latest) == ("1,4,8", 3, False, False, False)
+        else "python3 bench/bench.py --nodes %s --reps %d%s%s%s"
+        % (
+            opts.nodes,
+            opts.reps,
+            " --no-interfaces" if opts.no_interfaces else "",
+            " --no-mitogen" if opts.no_mitogen else "",
+            " --no-latest" if opts.no_latest else "",
+        ),
         "reps": opts.reps,
         "environment": environment(),
         "by_nodes": {},
@@ -656,7 +735,7 @@ def main():
     doc["targets"] = targets_for(doc)
     rows = doc["by_nodes"].values()
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    write_results(doc)
+    write_results(doc, latest=not opts.no_latest)
     sys.stdout.write(markdown(doc))
     if any(row["failed_logs"] for row in rows):
         log("some runs failed: their output is kept in %s" % work)

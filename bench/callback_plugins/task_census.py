@@ -64,6 +64,7 @@ class CallbackModule(CallbackBase):
         super().__init__(*args, **kwargs)
         self.hosts = {}
         self.task_started = 0.0
+        self.task_started_epoch = 0.0
         self.play = ""
         self.started = time.monotonic()
 
@@ -92,9 +93,11 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_task_start(self, task, is_conditional):
         self.task_started = time.monotonic()
+        self.task_started_epoch = time.time()
 
     def v2_playbook_on_handler_task_start(self, task):
         self.task_started = time.monotonic()
+        self.task_started_epoch = time.time()
 
     def _record(self, result, status):
         host = self._host(result.host.get_name())
@@ -135,7 +138,18 @@ class CallbackModule(CallbackBase):
         host["remote_tasks"] += 1
         host["remote_executions"] += ran
         host["remote_seconds"] += elapsed
-        host["remote"].append({"task": label, "action": action, "items": ran, "seconds": round(elapsed, 3)})
+        # start and end on the wall clock too: the lab's nodes share the controller's kernel clock,
+        # so the bench can place each module execution the nodes logged inside its task
+        host["remote"].append(
+            {
+                "task": label,
+                "action": action,
+                "items": ran,
+                "seconds": round(elapsed, 3),
+                "start": round(self.task_started_epoch, 4),
+                "end": round(time.time(), 4),
+            }
+        )
 
     def v2_runner_on_ok(self, result):
         self._record(result, "ok")

@@ -387,3 +387,22 @@ def test_bench_combines_two_runs_and_names_what_it_borrowed(tmp_path, monkeypatc
     assert list(doc["by_nodes"]) == ["1", "8"] and doc["by_nodes"]["8"]["mitogen"]["noop_s"]["median"] == 20
     assert doc["combined"].startswith("1 nodes, mitogen runs for 8 nodes from the run finished 2026-11-30T07:00:00Z")
     assert "Combined from two runs" in (tmp_path / "latest.md").read_text()
+
+
+def test_first_use_split_places_module_time_inside_each_tasks_window():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import bench
+
+    def task(action, start, end):
+        return {"task": action, "action": action, "items": 1, "seconds": end - start, "start": start, "end": end}
+
+    census = {"hosts": {"lab-node1": {"remote": [task("stat", 0, 1.0), task("stat", 1.0, 1.5), task("probe", 1.5, 2.5)]}}}
+    # the node logged 0.8 s inside the first task, 0.4 s in the second, 0.5 s in the third
+    spans = {"lab-node1": [(0.1, 0.9), (1.05, 1.45), (1.6, 2.1)]}
+    split = bench.first_use_split({"census": census, "module_spans": spans})
+    assert split["first_uses"] == 2 and split["repeats"] == 1
+    assert split["first_use_s"] == pytest.approx((0.2 + 0.5) / 2, abs=1e-3)
+    assert split["repeat_s"] == pytest.approx(0.1, abs=1e-3)
+    # a census without timestamps (older results): no split
+    del census["hosts"]["lab-node1"]["remote"][0]["start"]
+    assert bench.first_use_split({"census": census, "module_spans": spans}) is None
