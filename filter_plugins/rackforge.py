@@ -166,8 +166,10 @@ def k8s_label_value(value):
 
 def apt_pending(dpkg_rows, wanted, held=(), repo=None):
     """What an apt/hold step would still change, from `dpkg-query -W -f '${Package}\\t${Version}
-    \\t${db:Status-Abbrev}\\n' PKG...` output: wanted is {package: version}, where the installed
-    version must be the version or start with "version-" (the Debian revision); held lists the
+    \\t${db:Status-Abbrev}\\n' PKG...` output (rackforge_probe's dpkg_rows): wanted is {package:
+    version}, where the installed version must be the version or start with "version-" (the
+    Debian revision), or, where the version is empty, any installed version will do; a list of
+    packages is the same as all of them with an empty version (apt's state: present); held lists the
     packages that must also be on hold ("hi"). repo, when the step also manages the repository:
     {key, key_sha256 (as read), key_checksum (wanted), source, source_text (as read), line}.
     [] means installed, pinned and held (and the repository in place): nothing to do."""
@@ -176,6 +178,8 @@ def apt_pending(dpkg_rows, wanted, held=(), repo=None):
         parts = line.split("\t")
         if len(parts) >= 3:
             state[parts[0]] = (parts[1], parts[2].strip())
+    if isinstance(wanted, (list, tuple)):
+        wanted = dict.fromkeys(wanted, "")
     pending = []
     for pkg, version in (wanted or {}).items():
         have, status = state.get(pkg, ("", ""))

@@ -50,6 +50,25 @@ def test_probe_reads_paths_files_modules_and_commands(tmp_path, capsys):
     assert res["commands"]["nope"]["rc"] is None and "not installed" in res["commands"]["nope"]["stderr"]
 
 
+def test_probe_reads_package_rows_in_the_format_apt_pending_reads(capsys, monkeypatch):
+    calls = []
+
+    def fake_run_command(self, argv, **kwargs):
+        calls.append(argv)
+        return 1, "dpkg\t1.21.22\tii \n", "dpkg-query: no packages found matching rackforge-none\n"
+
+    monkeypatch.setattr(rackforge_probe.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name)
+    monkeypatch.setattr(rackforge_probe.AnsibleModule, "run_command", fake_run_command)
+    res = run_probe({"packages": ["dpkg", "rackforge-none"]}, capsys)
+    # one dpkg-query for all of them; rc 1 (one package unknown) still gives the known rows
+    assert calls == [["/usr/bin/dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", "dpkg", "rackforge-none"]]
+    assert apt_pending(res["dpkg_rows"], ["dpkg"]) == []
+    assert apt_pending(res["dpkg_rows"], ["rackforge-none"]) == ["rackforge-none (installed: none)"]
+    # nothing asked: no dpkg-query at all
+    calls.clear()
+    assert run_probe({}, capsys)["dpkg_rows"] == "" and calls == []
+
+
 def test_probe_refuses_a_command_that_is_not_an_argv_list(capsys):
     res = run_probe({"commands": {"bad": "ls -l | wc"}}, capsys)
     assert res["failed"] and "commands.bad must be a non-empty argv list" in res["msg"]
@@ -79,6 +98,9 @@ def test_apt_pending_with_an_empty_version_takes_any_installed_version():
     # apt's state: present (rdma_roce, container_runtime, monitoring): installed is enough
     assert apt_pending(DPKG, {"kubectl": "", "kubeadm": ""}) == []
     assert apt_pending(DPKG, {"old": "", "absent": ""}) == ["old (installed: 1.0)", "absent (installed: none)"]
+    # a list of packages means the same
+    assert apt_pending(DPKG, ["kubectl", "kubeadm"]) == []
+    assert apt_pending(DPKG, ["old", "absent"]) == ["old (installed: 1.0)", "absent (installed: none)"]
 
 
 def test_apt_pending_checks_the_repository_key_and_source_when_given():
@@ -232,8 +254,9 @@ def fake_run(wall, remote_tasks, seconds_per_task, changed=0, rc=0, action="temp
         "log": "x",
         "census": {"hosts": {"lab-node1": host, "lab-cp1": host}},
     }
-    if module_s is not None:  # a timed run: module executions and their seconds on the node
-        run["module_times"] = {"lab-node1": (remote_tasks + 2, remote_tasks * module_s)}
+    if module_s is not None:  # a timed run: module executions on the node, remote_tasks * module_s seconds in all
+        each = remote_tasks * module_s / (remote_tasks + 2)
+        run["module_spans"] = {"lab-node1": [(10.0 * i, 10.0 * i + each) for i in range(remote_tasks + 2)]}
     return run
 
 
@@ -241,8 +264,8 @@ def test_module_times_from_the_wrappers_log():
     sys.path.insert(0, str(ROOT / "bench"))
     import bench
 
-    assert bench.module_times("") == (0, 0)
-    count, seconds = bench.module_times("100.25 100.5\n200.0 201.0\ntruncated\n")
+    assert bench.module_times(bench.module_spans("")) == (0, 0)
+    count, seconds = bench.module_times(bench.module_spans("100.25 100.5\n200.0 201.0\ntruncated\n"))
     assert count == 2 and seconds == pytest.approx(1.25)
     # the wrapper runs the node's real interpreter with the same arguments and exit status
     assert '/usr/bin/python3 "$@"' in bench.WRAPPER and "exit $rc" in bench.WRAPPER and bench.TIMES in bench.WRAPPER
