@@ -13,7 +13,7 @@ from the cached image (N simulated HGX H100 nodes and the control plane):
 Then, on one node, the fact-gathering cost with 4 and with 404 interfaces (200 veth pairs
 added in the node's own network namespace and removed again), targeted subset vs. full.
 
-The no-op, health and floor runs use a timing wrapper as the nodes' Python interpreter (written
+The no-op and floor runs use a timing wrapper as the nodes' Python interpreter (written
 into each node by the bench: it logs each module execution's start and end on the node), so a
 task's cost splits into the module's own run time on the node and the rest: transport,
 controller and the action plugin's own round trips (the overhead).
@@ -102,8 +102,8 @@ def lab_rebuild(nodes):
     started = time.monotonic()
     sh([*LAB, "up", "--nodes", str(nodes), "--profile", "hgx-h100-8gpu", "--control-plane", "1"])
     took = time.monotonic() - started
+    install = "mkdir -p %s && cat > %s && chmod 0755 %s" % (os.path.dirname(TIMED_PYTHON), TIMED_PYTHON, TIMED_PYTHON)
     for i in range(1, nodes + 1):
-        install = "mkdir -p %s && cat > %s && chmod 0755 %s" % (os.path.dirname(TIMED_PYTHON), TIMED_PYTHON, TIMED_PYTHON)
         sh(["podman", "exec", "-i", node_container("lab-node%d" % i), "sh", "-c", install], input=WRAPPER)
     return took
 
@@ -136,9 +136,8 @@ def module_spans(text):
     return spans
 
 
-def module_times(text):
-    """(executions, seconds) from the wrapper's log lines "start end"."""
-    spans = module_spans(text)
+def module_times(spans):
+    """(executions, seconds) of a node's module_spans."""
     return len(spans), sum(end - start for start, end in spans)
 
 
@@ -191,15 +190,16 @@ def playbook(name, args, work, extra_env=None, timed=False):
     """One ansible-playbook run with a fresh SSH control path and fact cache; returns wall time,
     exit code, the recap per host (from the census) and the census itself. timed: the GPU nodes
     run modules through the timing wrapper, and the run returns each one's module executions
-    and seconds (module_times)."""
+    as [(start, end)] (module_spans)."""
     run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
     inventory = ["-i", INVENTORY]
+    hosts = gpu_hosts() if timed else []
     if timed:
         overlay = os.path.join(run_dir, "timed.yml")
         with open(overlay, "w") as fh:
             fh.write(TIMED_INVENTORY)
         inventory += ["-i", overlay]
-        for host in gpu_hosts():
+        for host in hosts:
             sh(["podman", "exec", node_container(host), "rm", "-f", TIMES])
     control = tempfile.mkdtemp(prefix="cp-", dir="/tmp")  # short path: the socket name must fit
     census = os.path.join(run_dir, "census.json")
@@ -237,14 +237,15 @@ def playbook(name, args, work, extra_env=None, timed=False):
     log("%-8s rc=%d %.1fs (%s)" % (name, rc, wall, run_dir))
     result = {"wall": wall, "rc": rc, "cpu": cpu, "peak_rss_mb": peak[0], "census": data, "log": os.path.join(run_dir, "output.log")}
     if timed:
-        result["module_spans"] = {host: module_spans(read_node_file(host, TIMES)) for host in gpu_hosts()}
-        result["module_times"] = {host: (len(v), sum(e - s for s, e in v)) for host, v in result["module_spans"].items()}
+        result["module_spans"] = {host: module_spans(read_node_file(host, TIMES)) for host in hosts}
     return result
 
 
 def node_stats(run):
     """Per GPU node (lab-node*) figures of one run."""
     hosts = {h: v for h, v in run["census"]["hosts"].items() if h.startswith("lab-node")}
+    # (executions, seconds) per node from the timing wrapper; {} for an untimed run
+    timed = {h: module_times(spans) for h, spans in (run.get("module_spans") or {}).items() if h in hosts}
     return {
         "remote_tasks_max": max((v["remote_tasks"] for v in hosts.values()), default=0),
         "remote_executions_max": max((v["remote_executions"] for v in hosts.values()), default=0),
@@ -260,14 +261,10 @@ def node_stats(run):
         if hosts
         else 0.0,
         # of that, the modules' own run time on the node (timing wrapper), and the rest
-        "module_per_task_s": statistics.mean(
-            run["module_times"][h][1] / v["remote_tasks"] for h, v in hosts.items() if v["remote_tasks"] and h in run["module_times"]
-        )
-        if run.get("module_times") and hosts
+        "module_per_task_s": statistics.mean(timed[h][1] / v["remote_tasks"] for h, v in hosts.items() if v["remote_tasks"] and h in timed)
+        if timed
         else None,
-        "module_executions_max": max((run["module_times"][h][0] for h in hosts if h in run["module_times"]), default=0)
-        if run.get("module_times")
-        else None,
+        "module_executions_max": max(count for count, _seconds in timed.values()) if timed else None,
     }
 
 
