@@ -186,11 +186,12 @@ def tree_rss_mb(root_pid):
     return total / 1048576
 
 
-def playbook(name, args, work, extra_env=None, timed=False):
+def playbook(name, args, work, extra_env=None, timed=False, entry=("ansible-playbook",)):
     """One ansible-playbook run with a fresh SSH control path and fact cache; returns wall time,
     exit code, the recap per host (from the census) and the census itself. timed: the GPU nodes
     run modules through the timing wrapper, and the run returns each one's module executions
-    as [(start, end)] (module_spans)."""
+    as [(start, end)] (module_spans). entry: the command that stands for ansible-playbook
+    (bench/breakdown.py runs it with timing hooks)."""
     run_dir = tempfile.mkdtemp(prefix="run-", dir=work)
     inventory = ["-i", INVENTORY]
     hosts = gpu_hosts() if timed else []
@@ -213,7 +214,7 @@ def playbook(name, args, work, extra_env=None, timed=False):
         ANSIBLE_NOCOLOR="1",
     )
     env.update(extra_env or {})
-    cmd = ["ansible-playbook", *inventory, "-e", "ansible_control_path_dir=%s" % control, *args]
+    cmd = [*entry, *inventory, "-e", "ansible_control_path_dir=%s" % control, *args]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     peak = [0.0]
     started = time.monotonic()
@@ -235,7 +236,15 @@ def playbook(name, args, work, extra_env=None, timed=False):
     shutil.rmtree(control, ignore_errors=True)
     data = json.load(open(census)) if os.path.exists(census) else {"hosts": {}}
     log("%-8s rc=%d %.1fs (%s)" % (name, rc, wall, run_dir))
-    result = {"wall": wall, "rc": rc, "cpu": cpu, "peak_rss_mb": peak[0], "census": data, "log": os.path.join(run_dir, "output.log")}
+    result = {
+        "wall": wall,
+        "rc": rc,
+        "cpu": cpu,
+        "peak_rss_mb": peak[0],
+        "census": data,
+        "log": os.path.join(run_dir, "output.log"),
+        "dir": run_dir,
+    }
     if timed:
         result["module_spans"] = {host: module_spans(read_node_file(host, TIMES)) for host in hosts}
     return result

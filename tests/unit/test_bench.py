@@ -429,3 +429,98 @@ def test_first_use_split_places_module_time_inside_each_tasks_window():
     # a census without timestamps (older results): no split
     del census["hosts"]["lab-node1"]["remote"][0]["start"]
     assert bench.first_use_split({"census": census, "module_spans": spans}) is None
+
+
+HOOKS_PLAY = """
+- hosts: all
+  gather_facts: false
+  tasks:
+    - ansible.builtin.stat: {path: /}
+      when: inventory_hostname == 'target'
+    - ansible.builtin.stat: {path: /}
+    - ansible.builtin.set_fact: {x: 1}
+"""
+
+
+@pytest.mark.parametrize("share_build", [False, True])
+def test_the_timing_hooks_time_a_real_playbook(tmp_path, share_build):
+    """bench/ansible_hooks.py stands in for ansible-playbook: one line per worker, with the payload
+    build in the first stat's worker only and the conditions timed; the shared-build experiment
+    changes the timings, not the run."""
+    (tmp_path / "play.yml").write_text(HOOKS_PLAY)
+    (tmp_path / "hosts").write_text("target ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    out = tmp_path / "hooks.jsonl"
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), RACKFORGE_HOOKS_OUT=str(out))
+    if share_build:
+        env["RACKFORGE_HOOKS_SHARE_BUILD"] = "1"
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "ansible_hooks.py"), "-i", str(tmp_path / "hosts"), str(tmp_path / "play.yml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(h["host"], h["action"]) for h in lines] == [("target", "ansible.builtin.stat")] * 2 + [("target", "ansible.builtin.set_fact")]
+    first, second, set_fact = lines
+    assert first["built"] and not second["built"] and not set_fact["built"]
+    assert first["build"] > second["build"] > 0 and set_fact["build"] == 0
+    assert first["execute"] > 0 and set_fact["execute"] == 0
+    assert first["conditions"] > 0
+    for h in lines:
+        assert h["start"] < h["end"] and h["cpu"] >= 0  # os.times() ticks are 10 ms
+        assert h["build"] + h["execute"] + h["conditions"] <= h["end"] - h["start"]
+
+
+def test_breakdown_splits_each_remote_task_and_accounts_for_the_gap():
+    sys.path.insert(0, str(ROOT / "bench"))
+    import breakdown
+
+    def task(action, start, end):
+        return {"task": action, "action": action, "seconds": end - start, "start": start, "end": end}
+
+    census = {"hosts": {"lab-node1": {"remote": [task("probe", 0.0, 1.0), task("probe", 1.0, 1.5)]}}}
+
+    def hook(host, start, end, built, build, execute, conditions):
+        keys = ("host", "start", "end", "built", "build", "execute", "conditions")
+        return dict(zip(keys, (host, start, end, built, build, execute, conditions)), action="probe", cpu=0.1)
+
+    hooks = [
+        # the first task's worker built the payload (0.3 s) and spent 0.5 s in the round trip
+        hook("lab-node1", 0.05, 0.95, True, 0.3, 0.5, 0.02),
+        hook("lab-node1", 1.02, 1.48, False, 0.01, 0.4, 0.0),
+        hook("lab-node2", 0.1, 0.9, True, 0.3, 0.4, 0.0),  # another node's worker: not lab-node1's
+    ]
+    spans = [(0.5, 0.9), (1.1, 1.4)]
+    rows = breakdown.task_parts(census, hooks, spans)
+    first, second = rows
+    assert first["workers"] == 1 and first["built"] and not second["built"]
+    assert first["on_node"] == pytest.approx(0.4) and first["transport"] == pytest.approx(0.1)
+    assert first["worker_rest"] == pytest.approx(0.9 - 0.3 - 0.5 - 0.02)
+    assert first["outside_worker"] == pytest.approx(0.1)
+    for row in rows:  # the parts add up to the window
+        assert sum(row[p] for p in breakdown.PARTS) == pytest.approx(row["window"])
+    noop = breakdown.run_summary(rows)
+    assert noop["tasks"] == 2 and noop["builds"] == 1 and noop["build_when_built"] == pytest.approx(0.3)
+    assert noop["window"] == pytest.approx(0.75) and noop["unmatched"] == 0
+    floor = dict(noop, window=0.5, build=0.01, on_node=0.3, builds=1, build_when_built=0.1)
+    result = breakdown.variant_result([noop], [floor])
+    assert result["ratio"] == pytest.approx(1.5)
+    text = breakdown.markdown(
+        {
+            "finished": "2026-11-30T00:00:00Z",
+            "command": "python3 bench/breakdown.py",
+            "reps": 1,
+            "environment": {
+                "controller_cpus": 2,
+                "ansible_core": "ansible-playbook [core 2.19.14]",
+                "python": "3.11.7",
+                "pipelining": "True",
+            },
+            "variants": {"as_is": result},
+        }
+    )
+    assert "ratio 1.50" in text and "| payload build (module lookup, AnsiballZ) |" in text
+    # a task with no worker line (a hook that did not run) shows as unmatched, not as a zero
+    assert breakdown.run_summary(breakdown.task_parts(census, [], spans))["unmatched"] == 2
