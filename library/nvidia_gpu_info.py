@@ -57,7 +57,7 @@ fabric:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge import C_ENV, run_concurrently
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_xml
 
 
@@ -68,7 +68,8 @@ def main():
     if not binary:
         module.exit_json(**result)
     result["present"] = True
-    rc, out, err = module.run_command([binary, "-q", "-x"], environ_update=C_ENV)
+    # -q -x for the GPUs and -q for the fabric state (parse_fabric reads the text form), both at once
+    (rc, out, err), (rc2, text, err2) = run_concurrently(module, [[binary, "-q", "-x"], [binary, "-q"]], environ_update=C_ENV)
     if rc != 0:
         message = (out + err).strip()
         result["error"] = message
@@ -76,9 +77,8 @@ def main():
         module.exit_json(**result)
     try:
         parsed = parse_query_xml(out)
-        rc2, text, err2 = module.run_command([binary, "-q"], environ_update=C_ENV)
         if rc2 != 0:
-            module.fail_json(msg="nvidia-smi -q failed after -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
+            module.fail_json(msg="nvidia-smi -q failed where -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
         result["fabric"] = parse_fabric(text)
     except ParseError as exc:
         module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, stdout=out)

@@ -62,16 +62,22 @@ counters:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge import C_ENV, run_concurrently
 from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, model_expectation
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_nvlink_errors, parse_nvlink_status, parse_topo_m
 
 
-def run(module, binary, *args):
-    rc, out, err = module.run_command([binary, *args], environ_update=C_ENV)
-    if rc != 0:
-        module.fail_json(msg="nvidia-smi %s failed: %s" % (" ".join(args), (out + err).strip()), rc=rc, stdout=out, stderr=err)
-    return out
+def run_all(module, binary, queries):
+    """Run nvidia-smi once per query, all at the same time; {name: stdout}. Fails the module,
+    naming the query, when one fails."""
+    names = list(queries)
+    results = run_concurrently(module, [[binary, *queries[name]] for name in names], environ_update=C_ENV)
+    outputs = {}
+    for name, (rc, out, err) in zip(names, results):
+        if rc != 0:
+            module.fail_json(msg="nvidia-smi %s failed: %s" % (" ".join(queries[name]), (out + err).strip()), rc=rc, stdout=out, stderr=err)
+        outputs[name] = out
+    return outputs
 
 
 def main():
@@ -88,11 +94,17 @@ def main():
     )
     p = module.params
     binary = module.get_bin_path("nvidia-smi", required=True)
+    queries = {"status": ["nvlink", "-s"], "errors": ["nvlink", "-e"]}
+    if p["check_topology"]:
+        queries["topo"] = ["topo", "-m"]
+    if p["nvswitch"]:
+        queries["fabric"] = ["-q"]
+    out = run_all(module, binary, queries)
     try:
-        status = parse_nvlink_status(run(module, binary, "nvlink", "-s"))
-        errors = parse_nvlink_errors(run(module, binary, "nvlink", "-e"))
-        topo = parse_topo_m(run(module, binary, "topo", "-m")) if p["check_topology"] else None
-        fabric = parse_fabric(run(module, binary, "-q")) if p["nvswitch"] else []
+        status = parse_nvlink_status(out["status"])
+        errors = parse_nvlink_errors(out["errors"])
+        topo = parse_topo_m(out["topo"]) if p["check_topology"] else None
+        fabric = parse_fabric(out["fabric"]) if p["nvswitch"] else []
     except ParseError as exc:
         module.fail_json(msg="could not parse nvidia-smi output: %s" % exc)
     links, speed = p["expected_links"], p["expected_speed_gbps"]

@@ -73,7 +73,7 @@ counters:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV, read_file
+from ansible.module_utils.rackforge import C_ENV, read_file, run_concurrently
 from ansible.module_utils.rackforge.health import evaluate_rdma
 from ansible.module_utils.rackforge.rdma import (
     ParseError,
@@ -110,35 +110,44 @@ def main():
     if p["lossless_priority"] is not None and not 0 <= p["lossless_priority"] <= 7:
         module.fail_json(msg="lossless_priority must be 0..7, got %d" % p["lossless_priority"])
     ibstat_bin = module.get_bin_path("ibstat", required=True)
-    rc, out, err = module.run_command([ibstat_bin], environ_update=C_ENV)
+    devinfo_bin = module.get_bin_path("ibv_devinfo", required=True)
+    show_gids = module.get_bin_path("show_gids")
+    # the three tools at once, then every port's ethtool -S at once
+    tools = [[ibstat_bin], [devinfo_bin]] + ([[show_gids]] if show_gids else [])
+    (rc, out, err), (rc_dev, out_dev, _err_dev), *gid_run = run_concurrently(module, tools, environ_update=C_ENV)
     try:
         ibstat = parse_ibstat(out)  # rc 255 with an ibpanic line still lists the good CAs
         if rc != 0 and not ibstat:
             module.fail_json(msg="ibstat failed: %s" % (out + err).strip(), rc=rc, stdout=out, stderr=err)
-        rc, out, err = module.run_command([module.get_bin_path("ibv_devinfo", required=True)], environ_update=C_ENV)
-        devinfo = parse_ibv_devinfo(out) if rc == 0 else {}
-        gids = None
-        show_gids = module.get_bin_path("show_gids")
-        if show_gids:
-            rc, out, err = module.run_command([show_gids], environ_update=C_ENV)
-            gids = parse_show_gids(out) if rc == 0 else None
+        devinfo = parse_ibv_devinfo(out_dev) if rc_dev == 0 else {}
+        gids = parse_show_gids(gid_run[0][1]) if gid_run and gid_run[0][0] == 0 else None
         root = p["sysfs_root"]
         netdev_of, mtus, pause, counters = {}, {}, {}, {}
         ethtool = module.get_bin_path("ethtool")
         for ca in ibstat:
-            found = {}
             netdir = os.path.join(root, "class", "infiniband", ca, "device", "net")
             names = sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []
             if names:
                 netdev_of[ca] = names[0]
                 mtu = read_file(os.path.join(root, "class", "net", names[0], "mtu"))
                 mtus[names[0]] = int(mtu) if mtu and mtu.isdigit() else None
-                if ethtool and ibstat[ca]["ports"].get(1, {}).get("link_layer") == "Ethernet" and names[0] not in p["exclude_netdevs"]:
-                    rc, out, err = module.run_command([ethtool, "-S", names[0]], environ_update=C_ENV)
-                    if rc == 0:
-                        stats = parse_ethtool_stats(out)
-                        pause[names[0]] = pfc_enabled_priorities(stats)
-                        found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
+        # ethtool -S on the Ethernet ports that are not excluded
+        stats_of = [
+            netdev_of[ca]
+            for ca in ibstat
+            if ca in netdev_of
+            and ethtool
+            and ibstat[ca]["ports"].get(1, {}).get("link_layer") == "Ethernet"
+            and netdev_of[ca] not in p["exclude_netdevs"]
+        ]
+        stats_runs = dict(zip(stats_of, run_concurrently(module, [[ethtool, "-S", n] for n in stats_of], environ_update=C_ENV)))
+        for ca in ibstat:
+            found = {}
+            rc, out, _err = stats_runs.get(netdev_of.get(ca), (None, "", ""))
+            if rc == 0:
+                stats = parse_ethtool_stats(out)
+                pause[netdev_of[ca]] = pfc_enabled_priorities(stats)
+                found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
             for group, names_ in ERROR_COUNTERS.items():
                 for name in names_:
                     value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))

@@ -69,7 +69,7 @@ import os
 import shlex
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV, read_file
+from ansible.module_utils.rackforge import C_ENV, read_file, run_concurrently
 from ansible.module_utils.rackforge.netmath import NetMathError
 from ansible.module_utils.rackforge.rdma import ParseError, parse_mlnx_qos
 from ansible.module_utils.rackforge.roce import PlanError, plan_port, read_value, sysfs_paths
@@ -137,10 +137,10 @@ def main():
     if not ports:
         module.fail_json(msg="no mlx5 Ethernet (RoCE) port found under %s/class/infiniband" % p["sysfs_root"])
 
-    # plan every port before changing any
+    # plan every port before changing any; the ports' mlnx_qos reads run at the same time
     plans = []
-    for ca, netdev in ports:
-        rc, out, err = module.run_command([mlnx_qos, "-i", netdev], environ_update=C_ENV)
+    reads = run_concurrently(module, [[mlnx_qos, "-i", netdev] for _, netdev in ports], environ_update=C_ENV)
+    for (ca, netdev), (rc, out, err) in zip(ports, reads):
         if rc != 0:
             module.fail_json(msg="mlnx_qos -i %s failed: %s" % (netdev, (out + err).strip()))
         try:

@@ -101,3 +101,23 @@ def test_preflight_info_missing_gpu(tmp_path, monkeypatch, capsys):
     assert [f["message"] for f in res["findings"]] == [
         "preflight_hardware.gpu_count: expected 8 GPUs (PCI ids 10de:2330), found 7 on the PCI bus"
     ]
+
+
+def test_run_concurrently_keeps_the_order_runs_at_once_and_reports_what_cannot_start():
+    import time
+
+    from ansible.module_utils.basic import AnsibleModule
+    from ansible.module_utils.rackforge import C_ENV, run_concurrently
+
+    with patch_module_args({}):
+        module = AnsibleModule(argument_spec={})
+    started = time.monotonic()
+    argvs = [["sh", "-c", "sleep 0.4; echo %d; echo $LC_ALL >&2" % i] for i in range(4)]
+    results = run_concurrently(module, argvs, environ_update=C_ENV)
+    took = time.monotonic() - started
+    assert [r[:2] for r in results] == [(0, "%d\n" % i) for i in range(4)]
+    assert all(r[2] == "C\n" for r in results)
+    assert took < 1.2, "four 0.4 s commands took %.2f s: not run at the same time" % took
+    (rc, out, err), (rc_ok, _, _) = run_concurrently(module, [["/nonexistent/rackforge-tool"], ["true"]])
+    assert rc is None and out == "" and "/nonexistent/rackforge-tool" in err and rc_ok == 0
+    assert run_concurrently(module, []) == []
