@@ -38,6 +38,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -113,6 +114,11 @@ def run_summary(rows):
     out["build_when_built"] = statistics.mean(built) if built else 0.0
     out["worker_cpu"] = statistics.mean(r["worker_cpu"] for r in rows)
     out["unmatched"] = sum(1 for r in rows if r["workers"] != 1)
+    by_action = {}
+    for r in rows:
+        by_action.setdefault(r["action"], []).append(r["on_node"])
+    # the module's run on the node, per module: (tasks, mean seconds)
+    out["on_node_by_action"] = {action: (len(v), statistics.mean(v)) for action, v in by_action.items()}
     return out
 
 
@@ -127,6 +133,14 @@ def variant_result(noop, floor):
         for key in ("tasks", "window", *PARTS, "builds", "build_when_built", "worker_cpu", "unmatched"):
             result[side][key] = median_of(runs, key)
         result[side]["windows"] = [round(s["window"], 4) for s in runs]
+        actions = sorted({a for s in runs for a in s["on_node_by_action"]})
+        result[side]["on_node_by_action"] = {
+            a: {
+                "tasks": max(s["on_node_by_action"][a][0] for s in runs if a in s["on_node_by_action"]),
+                "seconds": round(statistics.median(s["on_node_by_action"][a][1] for s in runs if a in s["on_node_by_action"]), 4),
+            }
+            for a in actions
+        }
     result["ratio"] = round(result["noop"]["window"] / result["floor"]["window"], 3)
     return result
 
@@ -135,9 +149,10 @@ def markdown(doc):
     lines = [
         "# rackforge bench: where a remote task's time goes, %s" % doc["finished"],
         "",
-        "`%s` on %d CPUs; %s, Python %s, pipelining %s; one lab node (%s), %d repetitions per variant."
+        "`%s` at %s on %d CPUs; %s, Python %s, pipelining %s; one lab node (%s), %d repetitions per variant."
         % (
             doc["command"],
+            doc.get("commit", "?"),
             doc["environment"]["controller_cpus"],
             doc["environment"]["ansible_core"],
             doc["environment"]["python"],
@@ -173,10 +188,23 @@ def markdown(doc):
                 % (PART_NAMES[part], n[part], f[part], d, "%.0f%%" % (100 * d / gap) if gap > 0 else "-")
             )
         lines.append("| the task's window | %.3f | %.3f | %+.3f | |" % (n["window"], f["window"], gap))
+    as_is = doc["variants"]["as_is"]
+    lines += [
+        "",
+        "The module's run on the node, per module (as is; seconds per task, median over the repetitions; floor: stat):",
+        "",
+        "| module | no-op tasks | seconds per task |",
+        "|---|---|---|",
+    ]
+    by_action = as_is["noop"].get("on_node_by_action", {})
+    for action, v in sorted(by_action.items(), key=lambda kv: -kv[1]["seconds"]):
+        lines.append("| %s | %d | %.3f |" % (action, v["tasks"], v["seconds"]))
+    for action, v in as_is["floor"].get("on_node_by_action", {}).items():
+        lines.append("| %s (floor) | %d | %.3f |" % (action, v["tasks"], v["seconds"]))
     lines += [
         "",
         "Worker CPU seconds per remote task (no-op / floor, as is): %.3f / %.3f."
-        % (doc["variants"]["as_is"]["noop"]["worker_cpu"], doc["variants"]["as_is"]["floor"]["worker_cpu"]),
+        % (as_is["noop"]["worker_cpu"], as_is["floor"]["worker_cpu"]),
     ]
     return "\n".join(lines) + "\n"
 
@@ -191,6 +219,11 @@ def main():
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "command": "python3 bench/breakdown.py" + ("" if opts.reps == 3 else " --reps %d" % opts.reps),
         "reps": opts.reps,
+        # the code measured: the commit, "-dirty" when the tree has changes on top of it
+        "commit": subprocess.run(
+            ["git", "describe", "--always", "--dirty"], cwd=bench.ROOT, text=True, capture_output=True, check=False
+        ).stdout.strip()
+        or "?",
         "environment": bench.environment(),
         "variants": {},
     }

@@ -522,5 +522,9 @@ def test_breakdown_splits_each_remote_task_and_accounts_for_the_gap():
         }
     )
     assert "ratio 1.50" in text and "| payload build (module lookup, AnsiballZ) |" in text
+    # the node's share per module: two probe tasks, 0.4 s and 0.3 s on the node
+    assert noop["on_node_by_action"] == {"probe": (2, pytest.approx(0.35))}
+    assert result["noop"]["on_node_by_action"] == {"probe": {"tasks": 2, "seconds": 0.35}}
+    assert "| probe | 2 | 0.350 |" in text
     # a task with no worker line (a hook that did not run) shows as unmatched, not as a zero
     assert breakdown.run_summary(breakdown.task_parts(census, [], spans))["unmatched"] == 2
