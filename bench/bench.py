@@ -141,6 +141,12 @@ def module_times(spans):
     return len(spans), sum(end - start for start, end in spans)
 
 
+def on_node_seconds(spans, start, end):
+    """Seconds of the module executions a node logged inside the window start..end (a task's;
+    the lab's nodes share the controller's clock)."""
+    return sum(e - s for s, e in spans if start <= s and e <= end)
+
+
 def first_use_split(run):
     """Overhead (a task's seconds minus the module time the node logged inside the task's window)
     of the first task in the run that used each module vs. the tasks that used one again, mean
@@ -152,7 +158,7 @@ def first_use_split(run):
         for task in run["census"]["hosts"].get(host, {}).get("remote", []):
             if "start" not in task:
                 return None
-            on_node = sum(e - s for s, e in spans if task["start"] <= s and e <= task["end"])
+            on_node = on_node_seconds(spans, task["start"], task["end"])
             (repeat if task["action"] in seen else first).append(task["seconds"] - on_node)
             seen.add(task["action"])
     if not first:
@@ -243,7 +249,6 @@ def playbook(name, args, work, extra_env=None, timed=False, entry=("ansible-play
         "peak_rss_mb": peak[0],
         "census": data,
         "log": os.path.join(run_dir, "output.log"),
-        "dir": run_dir,
     }
     if timed:
         result["module_spans"] = {host: module_spans(read_node_file(host, TIMES)) for host in hosts}
@@ -640,10 +645,11 @@ def targets_for(doc):
     return targets
 
 
-def write_results(doc, latest=True):
+def write_results(doc, latest=True, prefix="", render=markdown):
+    """<prefix><stamp>.{json,md} under bench/results, and <prefix>latest.{json,md} unless not latest."""
     stamp = doc["finished"].replace(":", "")
-    for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", markdown(doc))):
-        for name in (stamp + suffix, "latest" + suffix) if latest else (stamp + suffix,):
+    for suffix, text in ((".json", json.dumps(doc, indent=1, sort_keys=True) + "\n"), (".md", render(doc))):
+        for name in (prefix + stamp + suffix, prefix + "latest" + suffix) if latest else (prefix + stamp + suffix,):
             with open(os.path.join(RESULTS, name), "w") as fh:
                 fh.write(text)
 

@@ -78,7 +78,7 @@ def task_parts(census, hooks, spans, host=HOST):
     for task in census["hosts"].get(host, {}).get("remote", []):
         start, end = task["start"], task["end"]
         mine = [h for h in lines if start <= h["start"] and h["end"] <= end]
-        on_node = sum(e - s for s, e in spans if start <= s and e <= end)
+        on_node = bench.on_node_seconds(spans, start, end)
         worker = sum(h["end"] - h["start"] for h in mine)
         build = sum(h["build"] for h in mine)
         execute = sum(h["execute"] for h in mine)
@@ -250,14 +250,8 @@ def main():
     for variant in VARIANTS:
         doc["variants"][variant] = variant_result(summaries[variant]["noop"], summaries[variant]["floor"])
     doc["finished"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    stamp = doc["finished"].replace(":", "")
-    text = markdown(doc)
-    for name in ("breakdown-" + stamp, "breakdown-latest"):
-        with open(os.path.join(bench.RESULTS, name + ".json"), "w") as fh:
-            fh.write(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        with open(os.path.join(bench.RESULTS, name + ".md"), "w") as fh:
-            fh.write(text)
-    sys.stdout.write(text)
+    bench.write_results(doc, prefix="breakdown-", render=markdown)
+    sys.stdout.write(markdown(doc))
     return 0
 
 

@@ -473,7 +473,7 @@ def test_the_timing_hooks_time_a_real_playbook(tmp_path, share_build):
         assert h["build"] + h["execute"] + h["conditions"] <= h["end"] - h["start"]
 
 
-def test_breakdown_splits_each_remote_task_and_accounts_for_the_gap():
+def test_breakdown_splits_each_remote_task_and_accounts_for_the_gap(tmp_path, monkeypatch):
     sys.path.insert(0, str(ROOT / "bench"))
     import breakdown
 
@@ -507,20 +507,29 @@ def test_breakdown_splits_each_remote_task_and_accounts_for_the_gap():
     floor = dict(noop, window=0.5, build=0.01, on_node=0.3, builds=1, build_when_built=0.1)
     result = breakdown.variant_result([noop], [floor])
     assert result["ratio"] == pytest.approx(1.5)
-    text = breakdown.markdown(
-        {
-            "finished": "2026-11-30T00:00:00Z",
-            "command": "python3 bench/breakdown.py",
-            "reps": 1,
-            "environment": {
-                "controller_cpus": 2,
-                "ansible_core": "ansible-playbook [core 2.19.14]",
-                "python": "3.11.7",
-                "pipelining": "True",
-            },
-            "variants": {"as_is": result},
-        }
-    )
+    doc = {
+        "finished": "2026-11-30T00:00:00Z",
+        "command": "python3 bench/breakdown.py",
+        "reps": 1,
+        "environment": {
+            "controller_cpus": 2,
+            "ansible_core": "ansible-playbook [core 2.19.14]",
+            "python": "3.11.7",
+            "pipelining": "True",
+        },
+        "variants": {"as_is": result},
+    }
+    text = breakdown.markdown(doc)
+    # written beside make bench's results, under their own prefix
+    monkeypatch.setattr(breakdown.bench, "RESULTS", str(tmp_path))
+    breakdown.bench.write_results(doc, prefix="breakdown-", render=breakdown.markdown)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "breakdown-2026-11-30T000000Z.json",
+        "breakdown-2026-11-30T000000Z.md",
+        "breakdown-latest.json",
+        "breakdown-latest.md",
+    ]
+    assert (tmp_path / "breakdown-latest.md").read_text() == text
     assert "ratio 1.50" in text and "| payload build (module lookup, AnsiballZ) |" in text
     # the node's share per module: two probe tasks, 0.4 s and 0.3 s on the node
     assert noop["on_node_by_action"] == {"probe": (2, pytest.approx(0.35))}
