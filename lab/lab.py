@@ -153,9 +153,27 @@ def netdevs_script(prof, index):
     return "\n".join(lines) + "\n"
 
 
+def copy_hwsim(name):
+    """The simulator (entry script + hwsimlib package) into /usr/lib/hwsim, callable as
+    /usr/lib/hwsim/hwsim (the simulated packages' shims) and /usr/local/sbin/hwsim."""
+    podman("exec", name, "mkdir", "-p", "/usr/lib/hwsim/hwsimlib")
+    podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/lib/hwsim/hwsim.py" % name)
+    lib = os.path.join(HERE, "hwsim", "hwsimlib")
+    for fname in sorted(os.listdir(lib)):
+        if fname.endswith(".py"):
+            podman("cp", os.path.join(lib, fname), "%s:/usr/lib/hwsim/hwsimlib/%s" % (name, fname))
+    podman(
+        "exec",
+        name,
+        "sh",
+        "-c",
+        "chmod 0755 /usr/lib/hwsim/hwsim.py && ln -sf hwsim.py /usr/lib/hwsim/hwsim && ln -sf /usr/lib/hwsim/hwsim.py /usr/local/sbin/hwsim",
+    )
+
+
 def install_hwsim(name, index, profile_name):
     """Copy the simulator into a node and initialise its hardware from the profile."""
-    podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/local/sbin/hwsim" % name)
+    copy_hwsim(name)
     prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
     podman("cp", prof, "%s:/tmp/profile.json" % name)
     links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS)
@@ -166,8 +184,6 @@ cat > /usr/local/sbin/rackforge-lab-netdevs <<'SCRIPT'
 chmod 0755 /usr/local/sbin/rackforge-lab-netdevs
 cat > /etc/systemd/system/rackforge-lab-netdevs.service <<'UNIT'
 {NETDEVS_UNIT}UNIT
-chmod 0755 /usr/local/sbin/hwsim
-mkdir -p /usr/lib/hwsim && ln -sf /usr/local/sbin/hwsim /usr/lib/hwsim/hwsim
 {links}
 cat > /etc/systemd/system/hwsim-boot.service <<'UNIT'
 {HWSIM_BOOT_UNIT}UNIT
@@ -183,10 +199,8 @@ rm -f /tmp/profile.json
 def install_kernel_tools(name):
     """A host without GPUs or RDMA NICs (the control plane) still gets the simulator's modinfo,
     modprobe and lsmod: a container cannot load real kernel modules."""
-    podman("cp", os.path.join(HERE, "hwsim", "hwsim.py"), "%s:/usr/local/sbin/hwsim" % name)
+    copy_hwsim(name)
     script = """set -e
-chmod 0755 /usr/local/sbin/hwsim
-mkdir -p /usr/lib/hwsim && ln -sf /usr/local/sbin/hwsim /usr/lib/hwsim/hwsim
 for t in modinfo modprobe lsmod; do ln -sf /usr/local/sbin/hwsim /usr/local/sbin/$t; done
 """
     podman("exec", "-i", name, "bash", "-s", inp=script)

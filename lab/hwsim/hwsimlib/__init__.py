@@ -1,0 +1,1 @@
+"""rackforge lab hardware simulator (SIMULATION, not a driver): one module per concern."""

@@ -1,0 +1,196 @@
+"""Simulated kernel modules: modinfo, modprobe, lsmod (a container cannot load real ones)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+from hwsimlib.state import RUN, SYSFS, load_json, profile, save_json
+from hwsimlib.sysfs import write_file
+
+# (captured into tests/fixtures/captured/modinfo-p-debian12-6.1.0-57.txt). Inbox ib_uverbs has
+# no parameters: `disable_raw_qp_enforcement` exists only in MLNX_OFED's ib_uverbs, and
+# `disable_raw_qp` exists nowhere.
+KERNEL_VERSION = "6.1.0-57-amd64"
+KERNEL_MODULES = {
+    "mlx5_core": {
+        "depends": [],
+        "params": [
+            ("debug_mask", "debug mask: 1 = dump cmd data, 2 = dump cmd exec time, 3 = both. Default=0", "uint", "0"),
+            ("prof_sel", "profile selector. Valid range 0 - 2", "uint", "2"),
+        ],
+    },
+    "ib_core": {
+        "depends": [],
+        "params": [
+            ("send_queue_size", "Size of send queue in number of work requests", "int", "128"),
+            ("recv_queue_size", "Size of receive queue in number of work requests", "int", "512"),
+            ("netns_mode", "Share device among net namespaces; default=1 (shared)", "bool", "Y"),
+            ("force_mr", "Force usage of MRs for RDMA READ/WRITE operations", "bool", "N"),
+        ],
+    },
+    "mlx5_ib": {"depends": ["mlx5_core", "ib_core", "ib_uverbs"], "params": []},
+    "ib_uverbs": {"depends": ["ib_core"], "params": []},
+    "rdma_cm": {"depends": ["ib_core"], "params": []},
+    "rdma_ucm": {"depends": ["rdma_cm", "ib_uverbs", "ib_core"], "params": []},
+    "ib_umad": {"depends": ["ib_core"], "params": []},
+    "tcp_bbr": {"depends": [], "params": []},
+    # the container runtime's modules (container_runtime role)
+    "overlay": {
+        "depends": [],
+        "params": [
+            ("check_copy_up", "Obsolete; does nothing", "", ""),
+            ("redirect_max", "Maximum length of absolute redirect xattr value", "ushort", "256"),
+            ("redirect_dir", "Default to on or off for the redirect_dir feature", "bool", "N"),
+            ("redirect_always_follow", "Follow redirects even if redirect_dir feature is turned off", "bool", "Y"),
+            ("index", "Default to on or off for the inodes index feature", "bool", "N"),
+            ("nfs_export", "Default to on or off for the NFS export feature", "bool", "N"),
+            ("xino_auto", "Auto enable xino feature", "bool", "N"),
+            ("metacopy", "Default to on or off for the metadata only copy up feature", "bool", "N"),
+        ],
+    },
+    "llc": {"depends": [], "params": []},
+    "stp": {"depends": ["llc"], "params": []},
+    "bridge": {"depends": ["llc", "stp"], "params": []},
+    "br_netfilter": {"depends": ["bridge"], "params": []},
+}
+# loaded by the hardware (PCI/auxiliary device probe) at every boot, before modules-load.d
+BOOT_MODULES = ("mlx5_core", "ib_core", "mlx5_ib", "ib_uverbs")
+
+
+def loaded_modules():
+    return load_json(os.path.join(RUN, "modules.json"), [])
+
+
+def _module_options(name):
+    """{param: value} from `options NAME k=v ...` lines in /etc/modprobe.d/*.conf."""
+    opts = {}
+    conf_dir = os.environ.get("HWSIM_MODPROBE_D", "/etc/modprobe.d")
+    if not os.path.isdir(conf_dir):
+        return opts
+    for fname in sorted(os.listdir(conf_dir)):
+        if not fname.endswith(".conf"):
+            continue
+        with open(os.path.join(conf_dir, fname)) as fh:
+            for line in fh:
+                words = line.split("#", 1)[0].split()
+                if len(words) >= 3 and words[0] == "options" and words[1] == name:
+                    opts.update(w.split("=", 1) for w in words[2:] if "=" in w)
+    return opts
+
+
+def load_module(name, cli_opts=None):
+    """modprobe: load dependencies first; parameters from modprobe.d, then the command line.
+    An unknown parameter is ignored with a warning, as the real kernel does."""
+    mods = loaded_modules()
+    if name in mods:
+        return 0
+    for dep in KERNEL_MODULES[name]["depends"]:
+        load_module(dep)
+        mods = loaded_modules()
+    opts = dict(_module_options(name), **(cli_opts or {}))
+    known = {p[0]: p[3] for p in KERNEL_MODULES[name]["params"]}
+    base = os.path.join(SYSFS, "module", name)
+    os.makedirs(base, exist_ok=True)
+    write_file(os.path.join(base, "initstate"), "live")
+    for param, default in known.items():
+        write_file(os.path.join(base, "parameters", param), opts.get(param, default))
+    for param in sorted(set(opts) - set(known)):
+        sys.stderr.write("%s: unknown parameter '%s' ignored\n" % (name, param))
+    if name == "rdma_cm":
+        # configfs rdma_cm: the real directory per device appears on mkdir; the simulator
+        # shows it ready-made, with the kernel's defaults
+        for nic in profile()["nics"]:
+            port = os.path.join(SYSFS, "kernel/config/rdma_cm", nic["ca"], "ports/1")
+            write_file(os.path.join(port, "default_roce_mode"), "RoCE v2")
+            write_file(os.path.join(port, "default_roce_tos"), 0)
+    mods.append(name)
+    save_json(os.path.join(RUN, "modules.json"), mods)
+    return 0
+
+
+def modprobe(args):
+    flags = [a for a in args if a.startswith("-")]
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        sys.stderr.write("modprobe: ERROR: missing parameters. See -h.\n")
+        return 1
+    if "-r" in flags or "--remove" in flags:
+        mods = loaded_modules()
+        for name in words:
+            if name in mods:
+                mods.remove(name)
+                shutil.rmtree(os.path.join(SYSFS, "module", name), ignore_errors=True)
+        save_json(os.path.join(RUN, "modules.json"), mods)
+        return 0
+    name = words[0].replace("-", "_")
+    if name not in KERNEL_MODULES:
+        sys.stderr.write("modprobe: FATAL: Module %s not found in directory /lib/modules/%s\n" % (words[0], KERNEL_VERSION))
+        return 1
+    if "-n" in flags or "--dry-run" in flags:
+        return 0
+    return load_module(name, dict(w.split("=", 1) for w in words[1:] if "=" in w))
+
+
+def modinfo(args):
+    field = None
+    if "-F" in args or "--field" in args:  # modinfo -F FIELD: that field's value only
+        i = args.index("-F") if "-F" in args else args.index("--field")
+        field, args = args[i + 1], args[:i] + args[i + 2 :]
+    words = [a for a in args if not a.startswith("-")]
+    if not words:
+        sys.stderr.write("modinfo: ERROR: missing module or filename.\n")
+        return 1
+    rc = 0
+    for word in words:
+        name = word.replace("-", "_")
+        mod = KERNEL_MODULES.get(name)
+        if mod is None:
+            sys.stderr.write("modinfo: ERROR: Module %s not found.\n" % word)
+            rc = 1
+            continue
+        params = [("%s:%s (%s)" % (p, desc, kind)) if kind else "%s:%s" % (p, desc) for p, desc, kind, _ in mod["params"]]
+        if field is not None:
+            values = {
+                "name": [name],
+                "filename": ["/lib/modules/%s/kernel/simulated/%s.ko" % (KERNEL_VERSION, name)],
+                "depends": [",".join(mod["depends"])],
+                "parm": params,
+            }.get(field, [])
+            sys.stdout.write("".join(v + "\n" for v in values))
+            continue
+        if "-p" in args or "--parameters" in args:
+            sys.stdout.write("".join(line + "\n" for line in params))
+            continue
+        sys.stdout.write("filename:       /lib/modules/%s/kernel/simulated/%s.ko\n" % (KERNEL_VERSION, name))
+        sys.stdout.write("depends:        %s\n" % ",".join(mod["depends"]))
+        sys.stdout.write("vermagic:       %s SMP preempt mod_unload modversions\n" % KERNEL_VERSION)
+        for line in params:
+            sys.stdout.write("parm:           %s\n" % line)
+    return rc
+
+
+def lsmod(_args):
+    rows = ["Module                  Size  Used by"]
+    mods = loaded_modules()
+    for name in sorted(mods):
+        users = [m for m in mods if name in KERNEL_MODULES[m]["depends"]]
+        rows.append("%-19s %9d  %d %s" % (name, 16384, len(users), ",".join(users)))
+    sys.stdout.write("\n".join(rows) + "\n")
+    return 0
+
+
+def boot_modules():
+    """What a boot loads: the hardware's drivers, then /etc/modules-load.d (systemd-modules-load)."""
+    for name in BOOT_MODULES:
+        load_module(name)
+    conf_dir = os.environ.get("HWSIM_MODULES_LOAD_D", "/etc/modules-load.d")
+    if os.path.isdir(conf_dir):
+        for fname in sorted(os.listdir(conf_dir)):
+            if fname.endswith(".conf"):
+                with open(os.path.join(conf_dir, fname)) as fh:
+                    for line in fh:
+                        name = line.split("#", 1)[0].strip().replace("-", "_")
+                        if name in KERNEL_MODULES:
+                            load_module(name)
