@@ -30,6 +30,8 @@ lint: setup
 	yamllint -s .
 	ruff check .
 	ruff format --check .
+	# library/ and module_utils/ run on the managed nodes: Python 3.8+ (ansible-core 2.19's floor)
+	vermin --no-tips --target=3.8- --violations --backport ipaddress library module_utils
 	python3 scripts/check_argument_specs.py
 	python3 scripts/role_docs.py --check
 	python3 scripts/awx_surveys.py --check

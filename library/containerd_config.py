@@ -7,8 +7,9 @@ DOCUMENTATION = r"""
 module: containerd_config
 short_description: Merge the systemd cgroup driver and OCI runtimes into containerd's config
 description:
-  - Reads /etc/containerd/config.toml as data (tomllib). A missing or comment-only file starts
-    from C(containerd config default), as the deployment guides do by hand.
+  - Reads /etc/containerd/config.toml as data (module_utils/rackforge/tomlr, a TOML 1.0 reader
+    that runs on the node's Python 3.8+, where tomllib needs 3.11). A missing or comment-only
+    file starts from C(containerd config default), as the deployment guides do by hand.
   - Sets C(SystemdCgroup = true) on the runc runtime and adds or updates the runtimes given
     (the NVIDIA runtime, as C(nvidia-ctk runtime configure) would), keeping every other key:
     runtimes and settings added by hand or by the GPU operator survive (a templated config, as
@@ -39,9 +40,9 @@ import copy
 import os
 import tempfile
 
-import tomllib
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge.tomlr import TOMLDecodeError, loads
 from ansible.module_utils.rackforge.tomlw import dumps
 
 CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
@@ -107,8 +108,8 @@ def main():
     except FileNotFoundError:
         before_text = ""
     try:
-        current = tomllib.loads(before_text)
-    except tomllib.TOMLDecodeError as exc:
+        current = loads(before_text)
+    except TOMLDecodeError as exc:
         module.fail_json(
             msg="%s is not valid TOML (%s): fix or remove it; rackforge does not overwrite a file it cannot read" % (p["path"], exc)
         )
@@ -121,7 +122,7 @@ def main():
         rc, out, err = module.run_command([binary, "config", "default"], environ_update=C_ENV)
         if rc != 0:
             module.fail_json(msg="containerd config default failed: %s" % err.strip())
-        current = tomllib.loads(out)
+        current = loads(out)
         base_from = "containerd config default"
     wanted = copy.deepcopy(current)
     try:
@@ -136,7 +137,7 @@ def main():
         module.exit_json(changed=False, **result)
     new_text = "# Managed by rackforge (container_runtime): merged, not templated. Keys added by hand or by\n"
     new_text += "# other tools are kept; rackforge's keys are set on every run.\n" + dumps(wanted)
-    assert tomllib.loads(new_text) == wanted  # the writer round-trips, or nothing is written
+    assert loads(new_text) == wanted  # the writer round-trips, or nothing is written
     diff = {"before": before_text, "after": new_text, "before_header": p["path"], "after_header": p["path"]}
     if module.check_mode:
         module.exit_json(changed=True, diff=diff, **result)

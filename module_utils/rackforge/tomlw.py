@@ -1,6 +1,6 @@
-"""A TOML writer for what Python's tomllib reads (dicts, lists, strings, numbers, booleans,
-dates): enough to write a containerd config back after a structured merge. tomllib (3.11+)
-reads; the standard library has no writer. Comments of the original are not kept: the caller
+"""A TOML writer for what tomlr (and Python's tomllib) read (dicts, lists, strings, numbers,
+booleans, dates): enough to write a containerd config back after a structured merge; the
+standard library has no writer. Comments of the original are not kept: the caller
 writes only when the parsed content really changes."""
 
 from __future__ import annotations
