@@ -50,6 +50,18 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
                 )
             )
             continue
+        if not gpu["links"] and gpu.get("notice"):
+            # MIG mode or a device without NVLink: nvidia-smi prints why instead of the links
+            findings.append(
+                _finding(
+                    "nvlink_unavailable",
+                    comp,
+                    expected_links,
+                    gpu["notice"],
+                    "%s: no NVLink state (%s), expected %d active links" % (comp, gpu["notice"], expected_links),
+                )
+            )
+            continue
         inactive = sorted(link for link, speed in gpu["links"].items() if speed is None)
         active = len(gpu["links"]) - len(inactive)
         if active < expected_links:

@@ -113,7 +113,7 @@ def parse_ibv_devinfo(text):
                 dev["vendor_part_id"] = _int(value)
             continue
         if key == "state":
-            port["state"] = value.split()[0]
+            port["state"] = value.split()[0] if value else ""
         elif key in ("active_mtu", "max_mtu", "port_lid"):
             port[key] = _int(value)
         elif key == "link_layer":
@@ -178,6 +178,8 @@ def parse_show_gids(text):
             raise ParseError("show_gids: unexpected row %r" % raw)
         if version not in ("v1", "v2"):
             raise ParseError("show_gids: version %r is neither v1 nor v2 in %r" % (version, raw))
+        if not (re.match(r"^[0-9]+$", port) and re.match(r"^[0-9]+$", index)):
+            raise ParseError("show_gids: port %r or GID index %r is not a number in %r" % (port, index, raw))
         rows.append(
             {
                 "device": dev,
@@ -192,21 +194,57 @@ def parse_show_gids(text):
     return rows
 
 
+_MQ_TOTAL = re.compile(r"^(total_size|max_buffer_size)=([0-9]+)$")
+_MQ_DSCP_ROW = re.compile(r"^prio:([0-7]) dscp:((?:[0-9]{1,2},)*)$")
+_MQ_TC_ROW = re.compile(r"^tc: ([0-7]) ratelimit: ([^,]+), tsa: ([a-z]+)(?:, bw: ([0-9]+)%)?$")
+
+
+def _mq_row(line, what, count, allowed):
+    """The `count` numbers after a row's label (PFC `enabled`/`buffer` rows), each in allowed."""
+    cells = line.split()[1:]
+    if len(cells) != count or not all(re.match(r"^[0-9]+$", c) and int(c) in allowed for c in cells):
+        raise ParseError("mlnx_qos: %s row is not %d values in %s..%s: %r" % (what, count, min(allowed), max(allowed), line))
+    return [int(c) for c in cells]
+
+
+def _mq_buffers(line):
+    """`Receive buffer size (bytes): b0,..,b7,` + `total_size=N` (mlnx-tools 5.2-23.04) or
+    `max_buffer_size=N` (23.07 on); before 5.2 nothing follows the last comma."""
+    cells = line.split(":", 1)[1].strip().split(",")
+    sizes, total = cells[:8], None
+    rest = [c for c in cells[8:] if c]
+    if len(sizes) != 8 or not all(re.match(r"^[0-9]+$", c) for c in sizes) or len(rest) > 1:
+        raise ParseError("mlnx_qos: receive buffer row is not 8 sizes (and the port total): %r" % line)
+    if rest:
+        m = _MQ_TOTAL.match(rest[0])
+        if not m:
+            raise ParseError("mlnx_qos: unexpected %r after the 8 receive buffer sizes in %r" % (rest[0], line))
+        total = int(m.group(2))
+    return [int(c) for c in sizes], total
+
+
 def parse_mlnx_qos(text):
-    """Parse `mlnx_qos -i <if>` output.
+    """Parse `mlnx_qos -i <if>` output, every layout mlnx-tools has printed (tabs or spaces).
 
     {"dcbx_mode": str | None, "trust": str | None, "dscp2prio": {dscp: prio},
-     "cable_len": int | None, "pfc": [0|1 x 8], "buffer_size": [int] | None,
-     "prio2buffer": [int] | None, "tcs": {tc: {"ratelimit", "tsa", "bw", "priorities": [..]}}}
-    Older mlnx_qos prints no buffer rows: those keys are then None.
+     "default_priority": [prio, ..], "cable_len": int | None, "pfc": [0|1 x 8] | None,
+     "buffer_size": [int x 8] | None, "buffer_total": int | None, "prio2buffer": [int x 8] | None,
+     "tcs": {tc: {"ratelimit", "tsa", "bw", "priorities": [..]}}}
+    buffer_total is the port's total (`max_buffer_size=`, `total_size=`), None where this
+    mlnx_qos prints none; the buffer keys are None where it prints no buffer rows (MLNX_OFED
+    before 4.6, or "Buffers commands are not supported on your system"). The tool's own notes
+    ("... is not supported on your system", the lldpad warning) are skipped. Raises ParseError
+    (only) when a row it knows is malformed or neither a trust state nor PFC is found.
     """
     out = {
         "dcbx_mode": None,
         "trust": None,
         "dscp2prio": {},
+        "default_priority": [],
         "cable_len": None,
         "pfc": None,
         "buffer_size": None,
+        "buffer_total": None,
         "prio2buffer": None,
         "tcs": {},
     }
@@ -220,35 +258,53 @@ def parse_mlnx_qos(text):
             out["dcbx_mode"] = line.split(":", 1)[1].strip()
         elif line.startswith("Priority trust state:"):
             out["trust"] = line.split(":", 1)[1].strip()
-        elif line.startswith("dscp2prio mapping:"):
-            section = "dscp2prio"
-        elif line.startswith("Cable len:"):
-            out["cable_len"] = _int(line.split(":", 1)[1], None)
             section = None
-        elif line.startswith("PFC configuration:"):
-            section = "pfc"
+        elif line == "dscp2prio mapping:":
+            section = "dscp2prio"
+        elif line == "default priority:":
+            section = "default"
         elif line.startswith("Receive buffer size"):
-            cells = line.split(":", 1)[1].replace(",", " ").split()
-            out["buffer_size"] = [int(v) for v in cells]
+            out["buffer_size"], out["buffer_total"] = _mq_buffers(line)
+            section = None
+        elif line.startswith("Cable len:"):
+            value = line.split(":", 1)[1].strip()
+            if not re.match(r"^[0-9]+$", value):
+                raise ParseError("mlnx_qos: cable length is not a number: %r" % line)
+            out["cable_len"] = int(value)
+            section = None
+        elif line == "PFC configuration:":
+            section = "pfc"
         elif line.startswith("prio:") and section == "dscp2prio":
-            m = re.match(r"^prio:(\d+) dscp:([0-9,]*)$", line)
-            if not m:
+            m = _MQ_DSCP_ROW.match(line)
+            if not m or not all(int(d) < 64 for d in filter(None, m.group(2).split(","))):
                 raise ParseError("mlnx_qos: bad dscp2prio row %r" % line)
             for dscp in filter(None, m.group(2).split(",")):
                 out["dscp2prio"][int(dscp)] = int(m.group(1))
-        elif line.startswith("enabled") and section == "pfc":
-            out["pfc"] = [int(v) for v in line.split()[1:9]]
-        elif line.startswith("buffer") and section == "pfc":
-            out["prio2buffer"] = [int(v) for v in line.split()[1:9]]
+        elif line.startswith("prio:") and section == "default":
+            m = re.match(r"^prio:([0-7])$", line)
+            if not m:
+                raise ParseError("mlnx_qos: bad default priority row %r" % line)
+            out["default_priority"].append(int(m.group(1)))
+        elif line.startswith("prio:"):
+            raise ParseError("mlnx_qos: a prio row outside the dscp2prio and default priority sections: %r" % line)
+        elif section == "pfc" and line.split()[0] == "enabled":
+            out["pfc"] = _mq_row(line, "PFC enabled", 8, range(2))
+        elif section == "pfc" and line.split()[0] == "buffer":
+            out["prio2buffer"] = _mq_row(line, "PFC buffer", 8, range(8))
+        elif section == "pfc" and line.split()[0] == "priority":
+            continue  # the header row: priority 0 1 .. 7
         elif line.startswith("tc:"):
-            m = re.match(r"^tc: (\d+) ratelimit: ([^,]+), tsa: (\w+)(?:, bw: (\d+)%)?", line)
+            m = _MQ_TC_ROW.match(line)
             if not m:
                 raise ParseError("mlnx_qos: bad tc row %r" % line)
-            tc = {"ratelimit": m.group(2), "tsa": m.group(3), "bw": _int(m.group(4), None), "priorities": []}
+            tc = {"ratelimit": m.group(2), "tsa": m.group(3), "bw": int(m.group(4)) if m.group(4) else None, "priorities": []}
             out["tcs"][int(m.group(1))] = tc
             section = "tc"
-        elif line.startswith("priority:") and section == "tc" and tc is not None:
-            tc["priorities"].extend(int(v) for v in line.split(":", 1)[1].split())
+        elif line.startswith("priority:") and section == "tc":
+            cells = line.split(":", 1)[1].split()
+            if not cells or not all(re.match(r"^[0-7]$", c) for c in cells):
+                raise ParseError("mlnx_qos: bad priority row %r under a tc row" % line)
+            tc["priorities"].extend(int(c) for c in cells)
     if out["trust"] is None and out["pfc"] is None:
         raise ParseError("mlnx_qos: neither a trust state nor a PFC configuration found")
     return out

@@ -103,3 +103,21 @@ def test_show_gids():
         "netdev": "ens1np0",
     }
     assert r.parse_show_gids(GIDS.splitlines()[0] + "\nn_gids_found=0\n") == []
+
+
+def test_ibv_devinfo_empty_state_value_is_not_an_index_error():
+    text = IBV.replace("PORT_ACTIVE (4)", "")
+    assert r.parse_ibv_devinfo(text)["mlx5_0"]["ports"][1]["state"] == ""
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        "mlx5_0\tx\t0\tfe80:0000:0000:0000:a288:c2ff:fead:eab8\t\t\tv1\tens1np0",
+        "mlx5_0\t1\tN/A\tfe80:0000:0000:0000:a288:c2ff:fead:eab8\t\t\tv1\tens1np0",
+        "mlx5_0\t\u00b2\t0\tfe80:0000:0000:0000:a288:c2ff:fead:eab8\t\t\tv1\tens1np0",  # isdigit() but not int()
+    ],
+)
+def test_show_gids_non_numeric_port_or_index_is_parse_error(row):
+    with pytest.raises(r.ParseError):
+        r.parse_show_gids(GIDS.splitlines()[0] + "\n" + row + "\n")
