@@ -12,10 +12,10 @@ import pytest
 from conftest import node_state, playbook
 
 CASES = [
-    ({"rdma_roce_lossless_priority": 8}, "rdma_roce_lossless_priority and rdma_roce_cnp_priority must be 0..7"),
+    ({"rdma_roce_lossless_priority": 8}, "rdma_roce_lossless_priority = 8: must be 0..7"),
     ({"rdma_roce_cable_len_m": 0}, "rdma_roce_cable_len_m 1..1000 m (got 0)"),
     ({"rdma_roce_cable_len_m": 5000}, "rdma_roce_cable_len_m 1..1000 m (got 5000)"),
-    ({"rdma_roce_cable_len_m": "seven"}, "rdma_roce_cable_len_m 1..1000 m (got seven)"),
+    ({"rdma_roce_cable_len_m": "seven"}, 'rdma_roce_cable_len_m = "seven": must be an integer'),
     ({"rdma_roce_mtu": 900}, "rdma_roce_mtu 1500..9978 (got 900)"),
     ({"rdma_roce_dscp": 40}, "rdma_roce_dscp 40 goes to priority 5 but rdma_roce_lossless_priority is 3"),
     (
@@ -30,11 +30,11 @@ CASES = [
         {"rdma_roce_module_options": {"ib_core": {"netns_mod": 0}}},
         "unknown parameter(s) netns_mod; ib_core has send_queue_size, recv_queue_size, netns_mode, force_mr",
     ),
-    ({"network_tuning_default_qdisc": "red"}, "network_tuning_default_qdisc one of fq, fq_codel, pfifo_fast, cake (got red)"),
-    ({"network_tuning_buffers": "huge"}, "network_tuning_buffers defaults|bdp (got huge)"),
-    ({"monitoring_listen_address": "eth0"}, 'monitoring_listen_address must be an IP address (got "eth0")'),
-    ({"monitoring_node_exporter_port": 70000}, "must be 1..65535 (got 70000"),
-    ({"nvidia_driver_version": ""}, "nvidia_driver_version must be set to an exact version of branch 550"),
+    ({"network_tuning_default_qdisc": "red"}, 'network_tuning_default_qdisc = "red": must be one of fq, fq_codel, pfifo_fast, cake'),
+    ({"network_tuning_buffers": "huge"}, 'network_tuning_buffers = "huge": must be one of defaults, bdp'),
+    ({"monitoring_listen_address": "eth0"}, 'monitoring_listen_address = "eth0": must be an IP address'),
+    ({"monitoring_node_exporter_port": 70000}, "monitoring_node_exporter_port = 70000: must be 1..65535"),
+    ({"nvidia_driver_version": ""}, 'nvidia_driver_version = "": must not be empty (an exact X.Y.Z version)'),
     (
         {
             "gpu_tuning_clock_policy": "strict",
@@ -45,20 +45,38 @@ CASES = [
     ),
     ({"gpu_tuning_models": {}, "gpu_tuning_settings": {"power_limit": 900}}, "gpu_tuning_settings: power_limit 900.0 W is outside"),
     ({"gpu_tuning_models": {}, "gpu_tuning_settings": {"power_limit": 50}}, "gpu_tuning_settings: power_limit 50.0 W is outside"),
-    ({"gpu_tuning_settings": {"clocks": 1}}, "gpu_tuning_settings, gpu_tuning_models[model] and schedule settings take only"),
-    ({"gpu_tuning_clock_policy": "closest"}, "gpu_tuning_clock_policy strict or nearest (got closest)"),
+    ({"gpu_tuning_settings": {"clocks": 1}}, "takes only application_clocks, locked_clocks, power_limit (unknown: clocks)"),
+    ({"gpu_tuning_clock_policy": "closest"}, 'gpu_tuning_clock_policy = "closest": must be one of strict, nearest'),
     (
         {"gpu_tuning_schedules": [{"name": "night", "on_calendar": "*-*-* 22:00:00", "settings": {"power_limit": 5000}}]},
         "gpu_tuning_schedules[night].settings: power_limit 5000.0 W is outside",
     ),
-    ({"host_firewall_enabled": True}, "an empty list would shut them out"),
-    ({"nvidia_driver_install_method": "tarball"}, "nvidia_driver_install_method must be package, runfile or preinstalled, got 'tarball'"),
-    # Kubernetes: node settings
-    ({"kubernetes_node_version": "1.23.5"}, "kubernetes_node_version must be X.Y.Z and >= 1.24.0 (got '1.23.5')"),
+    ({"host_firewall_enabled": True}, "host_firewall_scrape_sources = []: must not be empty"),
     (
-        {"kubernetes_node_control_plane_host": ""},
-        "kubernetes_node_control_plane_host must name the inventory host that creates join tokens",
+        {"nvidia_driver_install_method": "tarball"},
+        'nvidia_driver_install_method = "tarball": must be one of package, runfile, preinstalled',
     ),
+    # settings that got past the validation plays before (each was tried on a fresh node)
+    (
+        {"rackforge_hw_profile": "hgx-h100-8gpuX"},
+        'rackforge_hw_profile = "hgx-h100-8gpuX": must name an entry of rackforge_hardware_profiles',
+    ),
+    ({"rdma_roce_ecn": "maybe"}, 'rdma_roce_ecn = "maybe": must be true or false'),
+    ({"health_checks_enforce": "yes please"}, 'health_checks_enforce = "yes please": must be true or false'),
+    ({"gpu_tuning_settings": {"application_clocks": "fast"}}, 'gpu_tuning_settings.application_clocks = "fast": must be a mapping'),
+    ({"preflight_min_memory_gb": -1}, "preflight_min_memory_gb = -1: must be >= 0"),
+    (
+        {"monitoring_scrape_labels": {"bad label": "x"}},
+        'monitoring_scrape_labels key "bad label" = "bad label": must be a Prometheus label name',
+    ),
+    ({"nvidia_driver_version": "550.127"}, 'nvidia_driver_version = "550.127": must be an exact X.Y.Z version'),
+    (
+        {"rdma_roce_lossles_priority": 3},
+        "rdma_roce_lossles_priority: is not a variable of any rackforge role: did you mean rdma_roce_lossless_priority?",
+    ),
+    # Kubernetes: node settings
+    ({"kubernetes_node_version": "1.23.5"}, 'kubernetes_node_version = "1.23.5": must be 1.24.0 or later'),
+    ({"kubernetes_node_control_plane_host": ""}, 'kubernetes_node_control_plane_host = "": must not be empty'),
     ({"kubernetes_node_control_plane_host": "cp-nope"}, "(one of lab-cp1), got 'cp-nope'"),
     (
         {"kubernetes_node_network_cidr": "192.168.250.0/24"},
@@ -77,12 +95,18 @@ CASES = [
         # the moved pod/service networks are valid for the control plane: only the nodes run
         ["--limit", "gpu_nodes"],
     ),
-    ({"kubernetes_node_taints": [{"key": "gpu", "effect": "NoRun"}]}, "effect NoSchedule|PreferNoSchedule|NoExecute"),
+    (
+        {"kubernetes_node_taints": [{"key": "gpu", "effect": "NoRun"}]},
+        'kubernetes_node_taints[0].effect = "NoRun": must be one of NoSchedule',
+    ),
     (
         {"kubernetes_node_labels": {"node-role.kubernetes.io/gpu": ""}},
         "a kubelet may not set kubernetes.io/k8s.io labels (NodeRestriction)",
     ),
-    ({"kubernetes_node_repo_key_checksum": ""}, "kubernetes_node_repo_key_checksum the key's sha256, 64 hex digits"),
+    (
+        {"kubernetes_node_repo_key_checksum": ""},
+        'kubernetes_node_repo_key_checksum = "": must not be empty (a sha256 in 64 lowercase hex digits)',
+    ),
     ({"container_runtime_kernel_modules": ["overlay", "br_netfiltr"]}, "this kernel has no module br_netfiltr"),
     ({"container_runtime_default_runtime": "kata"}, "container_runtime_default_runtime must be one of auto, runc, nvidia (got 'kata')"),
     # Kubernetes: cluster-wide settings stop every host
@@ -96,11 +120,19 @@ CASES = [
         "kubernetes_control_plane_service_cidr 10.201.0.0/20 overlaps kubernetes_control_plane_rdma_cidrs 10.201.0.0/16",
         "all",
     ),
-    ({"kubernetes_control_plane_pod_cidr": "10.244.0.0/33"}, "kubernetes_control_plane_pod_cidr: '10.244.0.0/33' is not a CIDR", "all"),
-    ({"kubernetes_control_plane_pod_cidr": "10.244.1.0/16"}, "'10.244.1.0/16' has host bits set (the network is 10.244.0.0/16)", "all"),
-    ({"calico_encapsulation": "GRE"}, "calico_encapsulation one of None, IPIP, IPIPCrossSubnet, VXLAN, VXLANCrossSubnet (got GRE)", "all"),
-    ({"calico_operator_manifest_checksum": ""}, "calico_operator_manifest_checksum the manifest's sha256, 64 hex digits", "all"),
-    ({"kubernetes_control_plane_gpu_weight": "heavy"}, "kubernetes_control_plane_gpu_weight 1..100 (got heavy)", "all"),
+    (
+        {"kubernetes_control_plane_pod_cidr": "10.244.0.0/33"},
+        'kubernetes_control_plane_pod_cidr = "10.244.0.0/33": must be a network in CIDR form',
+        "all",
+    ),
+    ({"kubernetes_control_plane_pod_cidr": "10.244.1.0/16"}, '"10.244.1.0/16": has host bits set (the network is 10.244.0.0/16)', "all"),
+    (
+        {"calico_encapsulation": "GRE"},
+        'calico_encapsulation = "GRE": must be one of VXLANCrossSubnet, VXLAN, IPIPCrossSubnet, IPIP, None',
+        "all",
+    ),
+    ({"calico_operator_manifest_checksum": ""}, 'calico_operator_manifest_checksum = "": must not be empty', "all"),
+    ({"kubernetes_control_plane_gpu_weight": "heavy"}, 'kubernetes_control_plane_gpu_weight = "heavy": must be an integer', "all"),
 ]
 CONTROL_PLANE = "lab-cp1"
 

@@ -1,0 +1,117 @@
+"""Action plugin: validate every rackforge role's settings for a host before any change.
+
+Runs on the controller only (no connection to the host): it cannot touch a node. For each role
+named in `roles` it reads the role's meta/argument_specs.yml (types, choices), defaults/main.yml
+and meta/rules.yml (semantic rules), takes the host's effective value of every variable (the
+inventory's, else the role default, templated for this host), and fails, naming each wrong
+variable with its value and what is allowed, when:
+  - a value has the wrong type or is not one of the choices,
+  - a value breaks a semantic rule (range, format, shape, reference to a profile or host),
+  - a variable carries a role's prefix but no role declares it (a typo Ansible would ignore).
+The decisions live in module_utils/rackforge/settings.py (pure); this file only does I/O.
+
+Returns `validated` (the roles checked), `problems`, and, when valid, `values` (the checked roles'
+settings as this host sees them, coerced to their types).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROLES_DIR = os.path.join(ROOT, "roles")
+_CACHE = {}
+
+
+def _settings():
+    """module_utils/rackforge/settings.py (the project's module_utils are not importable on the
+    controller under ansible.module_utils; the filters load theirs the same way)."""
+    spec = importlib.util.spec_from_file_location(
+        "rackforge_settings_rules", os.path.join(ROOT, "module_utils", "rackforge", "settings.py")
+    )
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+settings = _settings()
+
+
+def _role_files(loader, role):
+    """(spec options, defaults, rules) of a role, read once per controller process."""
+    if role not in _CACHE:
+        base = os.path.join(ROLES_DIR, role)
+        if not os.path.isdir(base):
+            raise AnsibleError("rackforge_settings: no role %r under %s" % (role, ROLES_DIR))
+
+        def load(rel, trusted=False):
+            path = os.path.join(base, rel)
+            if not os.path.exists(path):
+                return {}
+            return loader.load_from_file(path, trusted_as_template=trusted) or {}
+
+        spec = load("meta/argument_specs.yml").get("argument_specs", {}).get("main", {}).get("options", {})
+        _CACHE[role] = (spec, load("defaults/main.yml", trusted=True), load("meta/rules.yml").get("rules", {}))
+    return _CACHE[role]
+
+
+def all_roles():
+    return sorted(r for r in os.listdir(ROLES_DIR) if os.path.exists(os.path.join(ROLES_DIR, r, "meta", "argument_specs.yml")))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        roles = self._task.args.get("roles") or []
+        if not isinstance(roles, list) or not roles:
+            raise AnsibleError("rackforge_settings: `roles` must be a non-empty list of role names")
+        everything = all_roles()
+        specs, defaults, rules = {}, {}, {}
+        for role in everything:
+            spec, dflt, rule = _role_files(self._loader, role)
+            specs[role], rules[role] = spec, rule
+            defaults.update(dflt)
+
+        # effective values: the host's variables over the role defaults, templated for this host
+        variables = dict(defaults)
+        variables.update(task_vars)
+        templar = self._templar.copy_with_new_env(available_variables=variables)
+        wanted = sorted({name for role in roles for name in specs[role]} | {name for role in roles for name in rules[role]})
+        values, problems = {}, []
+        for name in wanted:
+            if name not in variables:
+                continue
+            try:
+                values[name] = templar.template(variables[name])
+            except Exception as exc:  # any templating error is the variable's problem, reported as such
+                problems.append({"variable": name, "value": None, "problem": "cannot be evaluated for this host: %s" % exc})
+        context = dict(values)
+        for role in roles:
+            found, coerced = settings.check_types(specs[role], {n: v for n, v in values.items() if n in specs[role]})
+            problems += found
+            values.update(coerced)
+            context.update(coerced)
+        bad = {p["variable"].split("[")[0].split(".")[0].split(" ")[0] for p in problems}
+        for role in roles:
+            problems += settings.check_rules(rules[role], {n: v for n, v in values.items() if n not in bad}, context)
+        known = {name for spec in specs.values() for name in spec}
+        prefixes = tuple(role + "_" for role in everything)
+        problems += settings.unknown_names([n for n in task_vars if isinstance(n, str)], prefixes, known)
+
+        result.update(changed=False, validated=sorted(roles), problems=problems)
+        if problems:
+            lines = settings.format_problems(problems)
+            result["failed"] = True
+            result["msg"] = "%d setting(s) wrong, nothing was changed:\n- %s" % (len(lines), "\n- ".join(lines))
+        else:
+            result["values"] = values
+            result["msg"] = "settings of %s are valid" % ", ".join(sorted(roles))
+        return result
