@@ -8,6 +8,9 @@ description:
   - Reads C(ibstat), C(ibv_devinfo), C(show_gids) (when installed), C(ethtool -S) and the sysfs tree
     under O(sysfs_root), and compares the ports of the expected link layer (minus management
     interfaces) with the expectations. Spare ports of another link layer are ignored on purpose.
+  - A check that cannot run (its tool missing, failing or printing what does not parse) is a
+    finding C(<check>_not_run) with C(not_run=true) and the evidence (command, rc, output),
+    never a silent pass: MTU (ibv_devinfo), GID (show_gids), PFC and counters (ethtool -S).
 options:
   expected_count:
     description: RDMA ports that must be present.
@@ -75,6 +78,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, read_file, run_concurrently
 from ansible.module_utils.rackforge.health import evaluate_rdma
+from ansible.module_utils.rackforge.health import not_run as health_not_run
 from ansible.module_utils.rackforge.rdma import (
     ParseError,
     parse_ethtool_stats,
@@ -109,53 +113,90 @@ def main():
     p = module.params
     if p["lossless_priority"] is not None and not 0 <= p["lossless_priority"] <= 7:
         module.fail_json(msg="lossless_priority must be 0..7, got %d" % p["lossless_priority"])
-    ibstat_bin = module.get_bin_path("ibstat", required=True)
-    devinfo_bin = module.get_bin_path("ibv_devinfo", required=True)
-    show_gids = module.get_bin_path("show_gids")
+    not_run = []  # checks that could not run: findings with their evidence, never a silent pass
+
+    def cannot(check, component, reason, argv=None, rc=None, out="", err=""):
+        evidence = {"command": " ".join(argv) if argv else None, "rc": rc, "stdout": out[-2000:], "stderr": err[-2000:]}
+        not_run.append(health_not_run(check, component, reason, evidence))
+
+    bins = {name: module.get_bin_path(name) for name in ("ibstat", "ibv_devinfo", "show_gids", "ethtool")}
+    if not bins["ibstat"]:
+        cannot("rdma", "ibstat", "ibstat is not installed (infiniband-diags)")
+        module.exit_json(changed=False, healthy=False, findings=not_run, ports=[], counters={})
     # the three tools at once, then every port's ethtool -S at once
-    tools = [[ibstat_bin], [devinfo_bin]] + ([[show_gids]] if show_gids else [])
-    (rc, out, err), (rc_dev, out_dev, _err_dev), *gid_run = run_concurrently(module, tools, environ_update=C_ENV)
+    tools = [[bins[name]] for name in ("ibstat", "ibv_devinfo", "show_gids") if bins[name]]
+    runs = dict(zip([argv[0] for argv in tools], run_concurrently(module, tools, environ_update=C_ENV)))
+    rc, out, err = runs[bins["ibstat"]]
     try:
         ibstat = parse_ibstat(out)  # rc 255 with an ibpanic line still lists the good CAs
-        if rc != 0 and not ibstat:
-            module.fail_json(msg="ibstat failed: %s" % (out + err).strip(), rc=rc, stdout=out, stderr=err)
-        devinfo = parse_ibv_devinfo(out_dev) if rc_dev == 0 else {}
-        gids = parse_show_gids(gid_run[0][1]) if gid_run and gid_run[0][0] == 0 else None
-        root = p["sysfs_root"]
-        netdev_of, mtus, pause, counters = {}, {}, {}, {}
-        ethtool = module.get_bin_path("ethtool")
-        for ca in ibstat:
-            netdir = os.path.join(root, "class", "infiniband", ca, "device", "net")
-            names = sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []
-            if names:
-                netdev_of[ca] = names[0]
-                mtu = read_file(os.path.join(root, "class", "net", names[0], "mtu"))
-                mtus[names[0]] = int(mtu) if mtu and mtu.isdigit() else None
-        # ethtool -S on the Ethernet ports that are not excluded
-        stats_of = [
-            netdev_of[ca]
-            for ca in ibstat
-            if ca in netdev_of
-            and ethtool
-            and ibstat[ca]["ports"].get(1, {}).get("link_layer") == "Ethernet"
-            and netdev_of[ca] not in p["exclude_netdevs"]
-        ]
-        stats_runs = dict(zip(stats_of, run_concurrently(module, [[ethtool, "-S", n] for n in stats_of], environ_update=C_ENV)))
-        for ca in ibstat:
-            found = {}
-            rc, out, _err = stats_runs.get(netdev_of.get(ca), (None, "", ""))
-            if rc == 0:
-                stats = parse_ethtool_stats(out)
-                pause[netdev_of[ca]] = pfc_enabled_priorities(stats)
-                found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
-            for group, names_ in ERROR_COUNTERS.items():
-                for name in names_:
-                    value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
-                    if value is not None and value.isdigit():
-                        found[name] = int(value)
-            counters[ca] = found
     except ParseError as exc:
-        module.fail_json(msg="could not parse RDMA tool output: %s" % exc)
+        ibstat = {}
+        err = "%s\n(parse error: %s)" % (err, exc)
+    if not ibstat and (rc != 0 or p["expected_count"]):
+        cannot("rdma", "ibstat", "ibstat failed (rc %s) or listed no CA" % rc, [bins["ibstat"]], rc, out, err)
+        module.exit_json(changed=False, healthy=False, findings=not_run, ports=[], counters={})
+    devinfo = {}
+    if not bins["ibv_devinfo"]:
+        cannot("roce_mtu", "ibv_devinfo", "ibv_devinfo is not installed (ibverbs-utils)")
+    else:
+        rc, out, err = runs[bins["ibv_devinfo"]]
+        try:
+            if rc != 0:
+                raise ParseError("exit status %s" % rc)
+            devinfo = parse_ibv_devinfo(out)
+        except ParseError as exc:
+            cannot("roce_mtu", "ibv_devinfo", "ibv_devinfo failed: %s" % exc, [bins["ibv_devinfo"]], rc, out, err)
+    gids = None
+    if not bins["show_gids"]:
+        cannot("roce_gid", "show_gids", "show_gids is not installed (MLNX_OFED / DOCA ship it)")
+    else:
+        rc, out, err = runs[bins["show_gids"]]
+        try:
+            if rc != 0:
+                raise ParseError("exit status %s" % rc)
+            gids = parse_show_gids(out)
+        except ParseError as exc:
+            cannot("roce_gid", "show_gids", "show_gids failed: %s" % exc, [bins["show_gids"]], rc, out, err)
+    root = p["sysfs_root"]
+    netdev_of, mtus, pause, counters = {}, {}, {}, {}
+    ethtool = bins["ethtool"]
+    for ca in ibstat:
+        netdir = os.path.join(root, "class", "infiniband", ca, "device", "net")
+        names = sorted(os.listdir(netdir)) if os.path.isdir(netdir) else []
+        if names:
+            netdev_of[ca] = names[0]
+            mtu = read_file(os.path.join(root, "class", "net", names[0], "mtu"))
+            mtus[names[0]] = int(mtu) if mtu and mtu.isdigit() else None
+    # ethtool -S on the Ethernet ports that are not excluded
+    stats_of = [
+        netdev_of[ca]
+        for ca in ibstat
+        if ca in netdev_of and ibstat[ca]["ports"].get(1, {}).get("link_layer") == "Ethernet" and netdev_of[ca] not in p["exclude_netdevs"]
+    ]
+    if stats_of and not ethtool:
+        cannot("pfc", "ethtool", "ethtool is not installed: PFC and the port counters cannot be read")
+    stats_runs = (
+        dict(zip(stats_of, run_concurrently(module, [[ethtool, "-S", n] for n in stats_of], environ_update=C_ENV))) if ethtool else {}
+    )
+    for ca in ibstat:
+        found = {}
+        netdev = netdev_of.get(ca)
+        if netdev in stats_runs:
+            rc, out, err = stats_runs[netdev]
+            try:
+                if rc != 0:
+                    raise ParseError("exit status %s" % rc)
+                stats = parse_ethtool_stats(out)
+                pause[netdev] = pfc_enabled_priorities(stats)
+                found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
+            except ParseError as exc:
+                cannot("pfc", "%s/1 (%s)" % (ca, netdev), "ethtool -S failed: %s" % exc, [ethtool, "-S", netdev], rc, out, err)
+        for group, names_ in ERROR_COUNTERS.items():
+            for name in names_:
+                value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
+                if value is not None and value.isdigit():
+                    found[name] = int(value)
+        counters[ca] = found
     expected = {
         "count": p["expected_count"],
         "link_layer": p["link_layer"],
@@ -168,12 +209,13 @@ def main():
         devinfo,
         netdev_of,
         expected,
-        pause_prios=pause if ethtool else None,
+        pause_prios=pause,
         mtus=mtus,
         gids=gids,
         counters=counters,
         baseline=p["baseline"],
     )
+    findings = not_run + findings
     module.exit_json(changed=False, healthy=not findings, findings=findings, ports=ports, counters=counters)
 
 

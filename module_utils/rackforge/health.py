@@ -32,6 +32,16 @@ def _finding(check, component, expected, observed, message):
     return {"check": check, "component": component, "expected": expected, "observed": observed, "message": message}
 
 
+def not_run(check, component, reason, evidence=None):
+    """A check that could not run (tool missing, non-zero exit, output that does not parse) is a
+    finding with its evidence, never a silent pass: check "<check>_not_run", not_run True."""
+    finding = _finding(
+        check + "_not_run", component, "the check runs", reason, "%s: the %s check could not run: %s" % (component, check, reason)
+    )
+    finding.update(not_run=True, evidence=evidence or {})
+    return finding
+
+
 def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baseline=None, topo=None):
     """Findings for `nvidia-smi nvlink -s` (+ optional -e counters against a baseline and topo -m).
 
