@@ -70,6 +70,8 @@ def question(name, spec):
     desc = " ".join(spec["description"]) if isinstance(spec["description"], list) else spec["description"]
     q = {"variable": name, "question_name": name.replace("_", " "), "question_description": desc.strip(), "required": False}
     default = spec.get("default")
+    if isinstance(default, str) and "{{" in default:
+        default = None  # derived from other settings on the node: an unanswered question keeps that
     if spec.get("choices"):
         q["type"] = "multiplechoice"
         q["choices"] = [str(c) for c in spec["choices"]]
