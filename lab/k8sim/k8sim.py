@@ -662,6 +662,17 @@ def kubeadm_join(path):
     ip = args.get("node-ip")
     if not ip:
         raise Invalid("the stand-in needs kubeletExtraArgs node-ip (the address the node registers)")
+    # kubeadm's kubelet-start phase (cmd/kubeadm/app/cmd/phases/join/kubelet.go): a Ready Node of the same
+    # name stops the join with this message; a missing one (404) is fine
+    try:
+        existing = api(server, "GET", "/api/v1/nodes/%s" % name, ca_pem=ca_pem, token=token)
+    except Invalid:
+        existing = None
+    if existing and any(c.get("type") == "Ready" and c.get("status") == "True" for c in existing.get("status", {}).get("conditions", [])):
+        raise Invalid(
+            'error execution phase kubelet-start: a Node with name "%s" and status "Ready" already exists in the cluster. '
+            "You must delete the existing Node or change the name of this new joining Node" % name
+        )
     node = node_object(name, ip, labels, join.get("nodeRegistration", {}).get("taints", []))
     res = api(server, "POST", "/api/v1/nodes", ca_pem=ca_pem, token=token, body=node)
     os.makedirs(PKI, exist_ok=True)
@@ -732,8 +743,20 @@ def kubectl(argv):
 
 def _kubectl(args, out, call):
     verb = args[0] if args else ""
+    if len(args) > 1 and "/" in args[1] and not args[1].startswith("-"):  # TYPE/NAME, as kubectl takes it
+        args = [verb, *args[1].split("/", 1), *args[2:]]
     if verb == "get" and args[1:2] in (["nodes"], ["node"], ["no"]):
-        obj = call("GET", "/api/v1/nodes/%s" % args[2]) if len(args) > 2 else call("GET", "/api/v1/nodes")
+        ignore_missing = "--ignore-not-found" in args
+        args = [a for a in args if a != "--ignore-not-found"]
+        try:
+            obj = call("GET", "/api/v1/nodes/%s" % args[2]) if len(args) > 2 else call("GET", "/api/v1/nodes")
+        except Invalid as exc:
+            if ignore_missing and "not found" in str(exc):
+                return 0  # as kubectl get --ignore-not-found: nothing printed, rc 0
+            raise
+        if out == "name":
+            print("\n".join("node/" + n["metadata"]["name"] for n in obj.get("items", [obj])))
+            return 0
         if out == "json":
             print(json.dumps(obj, indent=1))
         else:
@@ -935,8 +958,9 @@ def apiserver(_argv):
                         st.setdefault("node_tokens", {})[name] = node_token
                         nodes[name] = node
                         return self.reply(201, {**node, "metadata": {**node["metadata"], "annotations": {"k8sim/node-token": node_token}}})
-                    if who == "bootstrap":
-                        return self.status(403, "bootstrap tokens may only register a node")
+                    # kubeadm grants bootstrap tokens get on nodes (ClusterRole kubeadm:get-nodes, 1.18+): join checks the name first
+                    if who == "bootstrap" and not (self.command == "GET" and len(parts) == 4):
+                        return self.status(403, "bootstrap tokens may only register a node or read one")
                     if self.command == "GET" and len(parts) == 3:
                         return self.reply(200, {"apiVersion": "v1", "kind": "NodeList", "items": [nodes[n] for n in sorted(nodes)]})
                     name = parts[3] if len(parts) > 3 else ""

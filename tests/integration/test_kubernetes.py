@@ -9,7 +9,7 @@ import json
 import pytest
 import tomllib
 import yaml
-from conftest import ROOT, on_node, playbook
+from conftest import ROOT, node_state, on_node, playbook
 
 CP = "lab-cp1"
 CRI = "io.containerd.grpc.v1.cri"
@@ -126,3 +126,32 @@ def test_a_drifted_hardware_label_is_corrected_from_the_control_plane(converged)
     assert api_nodes()[node][1]["nvidia.com/gpu.count"] == "8"
     again = playbook("playbooks/join.yml", "--limit", node)
     assert again.returncode == 0 and again.recap[node]["changed"] == 0
+
+
+def test_a_reimaged_node_stops_before_any_change_and_rejoins_when_told(converged):
+    """A host reinstalled from scratch (no kubelet.conf) whose Node object is still in the cluster:
+    kubeadm join would refuse it ('a Node with name ... already exists', as the stand-in's join
+    does after real kubeadm's kubelet-start check). rackforge stops first and says what to do, or,
+    with kubernetes_node_rejoin_reimaged, deletes the stale object and joins again."""
+    node = "lab-node3"
+    before = api_nodes()[node]
+    on_node(
+        node,
+        "sh",
+        "-c",
+        "systemctl stop kubelet; rm -rf /etc/kubernetes/kubelet.conf /etc/kubernetes/pki /var/lib/kubelet/kubeadm-flags.env",
+    )
+    state = node_state(node)
+    res = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP))
+    out = " ".join(res.stdout.split())
+    assert res.returncode != 0 and res.recap[node]["failed"] == 1 and res.recap[node]["changed"] == 0
+    assert "the cluster already has node/%s, but this host has not joined" % node in out
+    assert "Set kubernetes_node_rejoin_reimaged: true" in out and "TASK [kubernetes_node : Join]" not in res.stdout
+    assert node_state(node) == state and api_nodes()[node] == before
+    res = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP), "-e", "kubernetes_node_rejoin_reimaged=true")
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert "TASK [kubernetes_node : Delete the stale Node object of this re-imaged host" in res.stdout
+    assert on_node(node, "test", "-e", "/etc/kubernetes/kubelet.conf", check=False).returncode == 0
+    assert api_nodes()[node] == before  # registered again with the same address, labels and taints
+    again = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP))
+    assert again.returncode == 0 and all(r["changed"] == 0 for r in again.recap.values()), again.stdout[-2000:]
