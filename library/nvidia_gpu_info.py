@@ -45,7 +45,10 @@ driver_version:
   returned: when driver_loaded
   type: str
 gpus:
-  description: Per GPU facts (index, name, uuid, bus_id, persistence_mode, clocks, power, supported_clocks, fabric).
+  description:
+    - Per GPU facts (index, minor_number, name, uuid, bus_id, persistence_mode, clocks, power, supported_clocks, fabric).
+    - index is the GPU's position in nvidia-smi's enumeration (PCI bus order), the number C(nvidia-smi -i) takes;
+      minor_number (/dev/nvidia<N>) can differ from it.
   returned: always
   type: list
   elements: dict
@@ -81,8 +84,9 @@ def main():
             module.fail_json(msg="nvidia-smi -q failed where -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
         result["fabric"] = parse_fabric(text)
     except ParseError as exc:
-        module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, stdout=out)
-    for gpu in parsed["gpus"]:
+        module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, rc=rc, stdout=out, stderr=err)
+    for position, gpu in enumerate(parsed["gpus"]):
+        gpu["index"] = position  # nvidia-smi -i's numbering: enumeration (PCI bus) order
         gpu["supported_clocks"] = {str(k): v for k, v in gpu["supported_clocks"].items()}
     result.update(driver_loaded=True, driver_version=parsed["driver_version"], cuda_version=parsed["cuda_version"], gpus=parsed["gpus"])
     module.exit_json(**result)

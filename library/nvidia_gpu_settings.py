@@ -15,9 +15,19 @@ description:
   - Locked clocks cannot be read back through nvidia-smi; the module records what it locked in
     C(state_dir) (a tmpfs, cleared by a reboot exactly as the lock is) and compares with that.
   - Returns C(boot_commands), the nvidia-smi argument lists that re-apply the whole request
-    (clocks and power limits are lost on reboot).
+    (clocks and power limits are lost on reboot). Every nvidia-smi call makes one device
+    modification, the most nvidia-smi accepts at a time.
+  - nvidia-smi exits 0 for some settings it did not apply (an unsupported clock pair, a setting the
+    GPU does not support: "... Treating as warning and moving on."); the module reads its text and
+    fails on those as on a non-zero exit (4 = insufficient permissions).
 options:
-  gpus: {description: GPU indices; empty = every GPU., type: list, elements: int, default: []}
+  gpus:
+    description:
+      - GPU indices as C(nvidia-smi -i) counts them (enumeration = PCI bus order, the position in
+        C(nvidia-smi -q -x)), not minor numbers; empty = every GPU.
+    type: list
+    elements: int
+    default: []
   application_clocks:
     description: "{memory: MHz, graphics: MHz}; must be a supported pair (see nearest_clock_pair filter)."
     type: dict
@@ -42,11 +52,24 @@ locked_clocks_record:
 
 import json
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.gpu import GpuSettingError, check_clock_pair, check_locked_clocks, check_power_limit
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_query_xml
+
+# nvidia-smi's texts for a setting it did not apply although it exits 0: 'Specified clock combination
+# "(MEM m, SM g)" is not supported for GPU ...', "Setting applications clocks is not supported for GPU ...",
+# "Setting locked gpu clocks is not supported ..." (casing varies), "Unable to set persistence mode for
+# GPU ...: Not Supported", "Changing power management limit is not supported ...", each followed by
+# "Treating as warning and moving on."
+NOT_APPLIED_RE = re.compile(r"not supported|treating as warning|insufficient permissions", re.IGNORECASE)
+
+
+def not_applied(out):
+    """The lines of nvidia-smi's output that say a setting was not applied ([] when none)."""
+    return [ln.strip() for ln in out.splitlines() if NOT_APPLIED_RE.search(ln)]
 
 
 def main():
@@ -70,12 +93,17 @@ def main():
         module.fail_json(msg="nvidia-smi not found: the NVIDIA driver is not installed")
     rc, out, err = module.run_command([smi, "-q", "-x"], environ_update=C_ENV)
     if rc != 0:
-        module.fail_json(msg="nvidia-smi -q -x failed: %s" % (out + err).strip())
+        module.fail_json(msg="nvidia-smi -q -x failed: %s" % (out + err).strip(), rc=rc, stdout=out, stderr=err)
     try:
         gpus = parse_query_xml(out)["gpus"]
     except ParseError as exc:
-        module.fail_json(msg="could not parse nvidia-smi -q -x: %s" % exc)
-    by_index = {g["index"]: g for g in gpus}
+        module.fail_json(msg="could not parse nvidia-smi -q -x: %s" % exc, rc=rc, stdout=out, stderr=err)
+    # nvidia-smi -i counts GPUs in its enumeration (PCI bus) order: their position in -q -x, which
+    # can differ from the minor number (/dev/nvidiaN)
+    by_index = {}
+    for position, g in enumerate(gpus):
+        g["index"] = position
+        by_index[position] = g
     missing = sorted(set(p["gpus"]) - set(by_index))
     if missing:
         module.fail_json(msg="gpus: no GPU with index %s (this node has %s)" % (missing, sorted(by_index)))
@@ -148,9 +176,12 @@ def main():
         for (flag, value), idx in sorted(todo.items()):
             argv = [smi, "-i", ",".join(str(i) for i in idx), flag] + ([value] if value is not None else [])
             rc, out, err = module.run_command(argv, environ_update=C_ENV)
-            # nvidia-smi only warns on an unsupported clock pair ("Treating as warning"): check the text too
-            if rc != 0 or "not supported" in out or "is not a valid" in out:
-                module.fail_json(msg="%s failed: %s" % (" ".join(argv), (out + err).strip()), gpus=results)
+            refused = not_applied(out + "\n" + err)
+            if rc != 0 or refused:
+                why = "; ".join(refused) if refused else (out + err).strip()
+                module.fail_json(
+                    msg="%s failed (rc %d): %s" % (" ".join(argv), rc, why or "no output"), rc=rc, stdout=out, stderr=err, gpus=results
+                )
         if lgc is not None or p["reset_locked_clocks"]:
             for g in selected:
                 locked_now[g["uuid"]] = [int(lgc["min"]), int(lgc["max"])] if lgc is not None else None

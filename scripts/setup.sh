@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus nftables)
+# the REAL ibstat/ibstatus that the unit tests run over the simulated sysfs tree, and the compiler
+# for the lab's sysfs redirect library (lab/sysfs_redirect; the lab nodes have no compiler)
+apt_packages+=(infiniband-diags gcc libc6-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -36,3 +39,4 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   .venv/bin/pip install -q -r requirements.txt
   echo "$want" > "$stamp"
 fi
+lab/nvml/fetch-nvidia-smi.sh  # the REAL nvidia-smi (Debian non-free) that the lab and the unit tests run

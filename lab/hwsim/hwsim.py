@@ -1,12 +1,16 @@
 #!/usr/bin/python3
 """rackforge lab hardware simulator (SIMULATION, not a driver).
 
-One multi-call program. Called as `nvidia-smi`, `ibstat`, `ibv_devinfo`, `rdma`, `mlnx_qos`,
-`ethtool`, `show_gids` it prints output in the exact formats of the real tools (checked by
+One multi-call program. Called as `ibstat`, `ibv_devinfo`, `rdma`, `mlnx_qos`, `ethtool`,
+`show_gids` it prints output in the exact formats of the real tools (checked by
 tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Called as
 `modinfo`, `modprobe`, `lsmod` it simulates the node's kernel modules (a container cannot load
 real ones): the parameter lists are those of Debian 12's kernel (see KERNEL_MODULES). Called as
 `hwsim` it administers the simulated node: `init`, `boot`, `fault`, `state`.
+
+nvidia-smi is not simulated here: the lab runs the REAL nvidia-smi binary over the lab NVML
+library (lab/nvml/, libnvidia-ml.so.1), which asks this program for the GPUs with
+`hwsim nvml-state` and applies settings with `hwsim nvml-set` (hwsimlib/nvml.py).
 
 State:
   /etc/hwsim/profile.json     the node's hardware profile (data, lab/hwsim/profiles/)
@@ -21,30 +25,31 @@ The GPU side only answers once the simulated driver package (lab mirror) is inst
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
-from hwsimlib.admin import admin
-from hwsimlib.gpu import nvidia_smi
-from hwsimlib.kernel import lsmod, modinfo, modprobe
-from hwsimlib.mlnx_qos import mlnx_qos
-from hwsimlib.nic import ethtool, ibstat, ibv_devinfo, rdma, show_gids
-
+# tool name -> (module, function); imported on use, so that each call loads only its own module
 TOOLS = {
-    "nvidia-smi": nvidia_smi,
-    "ibstat": ibstat,
-    "ibv_devinfo": ibv_devinfo,
-    "rdma": rdma,
-    "show_gids": show_gids,
-    "mlnx_qos": mlnx_qos,
-    "ethtool": ethtool,
-    "modinfo": modinfo,
-    "modprobe": modprobe,
-    "lsmod": lsmod,
-    "hwsim": admin,
+    "ibstat": ("hwsimlib.nic", "ibstat"),
+    "ibv_devinfo": ("hwsimlib.nic", "ibv_devinfo"),
+    "rdma": ("hwsimlib.nic", "rdma"),
+    "show_gids": ("hwsimlib.nic", "show_gids"),
+    "mlnx_qos": ("hwsimlib.mlnx_qos", "mlnx_qos"),
+    "ethtool": ("hwsimlib.nic", "ethtool"),
+    "modinfo": ("hwsimlib.kernel", "modinfo"),
+    "modprobe": ("hwsimlib.kernel", "modprobe"),
+    "lsmod": ("hwsimlib.kernel", "lsmod"),
+    "hwsim": ("hwsimlib.admin", "admin"),
 }
+# the lab NVML (lab/nvml) runs these for every nvidia-smi call: only the NVML module is loaded
+NVML_COMMANDS = {"nvml-state": "nvml_state", "nvml-set": "nvml_set"}
+
+
+def tool(module, function):
+    return getattr(importlib.import_module(module), function)
 
 
 def main(argv):
@@ -53,7 +58,9 @@ def main(argv):
         name = "hwsim"
     if name == "hwsim" and len(argv) > 1 and argv[1] in TOOLS:
         name, argv = argv[1], argv[1:]
-    return TOOLS.get(name, admin)(argv[1:])
+    if name == "hwsim" and len(argv) > 1 and argv[1] in NVML_COMMANDS:
+        return tool("hwsimlib.nvml", NVML_COMMANDS[argv[1]])(argv[2:])
+    return tool(*TOOLS.get(name, TOOLS["hwsim"]))(argv[1:])
 
 
 if __name__ == "__main__":

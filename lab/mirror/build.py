@@ -1,30 +1,52 @@
 #!/usr/bin/env python3
 """Build the lab package mirror: a signed apt repository of SIMULATED vendor packages.
 
-The packages carry no driver: they install small shims that call the lab's hardware simulator
-(lab/hwsim), plus the systemd units and version files the real packages ship, so the roles'
-install paths (repo + key, pinned version, hold, services) run for real against a mirror,
-exactly as an air-gapped site points them at its internal mirror. Stdlib + dpkg-deb + gpg.
+The NVIDIA driver packages carry no kernel driver. They install the REAL nvidia-smi (Debian 12
+non-free's 535.261.03 binary, fetched by lab/nvml/fetch-nvidia-smi.sh) and the lab NVML
+(lab/nvml: a libnvidia-ml.so.1 compiled on the host, the lab nodes have no compiler) that
+answers it from the lab's hardware simulator (lab/hwsim), plus the systemd units and version
+files the real packages ship, so the roles' install paths (repo + key, pinned version, hold,
+services) run for real against a mirror, exactly as an air-gapped site points them at its
+internal mirror. The fabric manager and persistence daemons are SIMULATED shell scripts.
+Stdlib + dpkg-deb + gpg.
 
 A second repository, /debian, carries REAL Debian packages the roles install from the distro
 on a real node (DISTRO_PACKAGES, fetched with `apt-get download` on the host, which checks
 Debian's signatures): it is the lab nodes' only distro source, as a real server has one.
 
-    build.py OUTDIR     (cached: rebuilt only when this file changes)
+    build.py OUTDIR     (cached: rebuilt only when this file, the lab NVML or the binary changes)
 """
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
+import importlib.util
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 
-DRIVER_VERSIONS = ("550.127.05", "550.144.03")
+LAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _lab_nvml():
+    """lab/nvml/build.py, loaded by path (its module name, build, is too common to import)."""
+    spec = importlib.util.spec_from_file_location("rackforge_lab_nvml_build", os.path.join(LAB, "nvml", "build.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the 535 branch, whose real nvidia-smi (535.261.03) the lab runs: both versions ship that binary,
+# the lab NVML reports each package's own driver version (the upgrade tests need two)
+DRIVER_VERSIONS = ("535.247.01", "535.261.03")
+NVIDIA_SMI_VERSION = "535.261.03"
 TOOLKIT_VERSION = "1.17.3"
 # what the roles install from the distro, plus the dependencies the lab image lacks
 DISTRO_PACKAGES = (
@@ -57,15 +79,19 @@ DISTRO_PACKAGES = (
 # SIMULATED Kubernetes packages (lab/k8sim), published like pkgs.k8s.io: a flat repository per
 # minor version at /kubernetes/core:/stable:/v<minor>/deb/ with its Release.key
 K8S_VERSIONS = ("1.31.4", "1.31.5")
-K8SIM = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "k8sim", "k8sim.py")
+K8SIM = os.path.join(LAB, "k8sim", "k8sim.py")
 CALICO_VERSION = "v3.29.1"
 SIM = "SIMULATED package for the rackforge lab (hwsim): no driver, no hardware access."
-
-SHIM = '#!/bin/sh\nexec /usr/lib/hwsim/hwsim {tool} "$@"\n'
+SIM_DRIVER = (
+    "SIMULATED driver package for the rackforge lab: no kernel driver, no hardware access.\n"
+    " It installs the REAL nvidia-smi %s binary (Debian 12 non-free; every lab driver version\n"
+    " ships that same binary) over the lab NVML (libnvidia-ml.so.1, lab/nvml), which answers from\n"
+    " the lab's hardware simulator and reports this package's driver version." % NVIDIA_SMI_VERSION
+)
 
 PERSISTENCED = """#!/bin/sh
 # SIMULATED nvidia-persistenced: keeps the simulated GPUs in persistence mode while running
-/usr/lib/hwsim/hwsim nvidia-smi -pm 1 >/dev/null || exit 1
+/usr/lib/hwsim/hwsim nvml-set all persistence 1 >/dev/null || exit 1
 exec sleep infinity
 """
 
@@ -76,7 +102,7 @@ Wants=syslog.target
 [Service]
 Type=simple
 ExecStart=/usr/bin/nvidia-persistenced
-ExecStopPost=-/usr/lib/hwsim/hwsim nvidia-smi -pm 0
+ExecStopPost=-/usr/lib/hwsim/hwsim nvml-set all persistence 0
 
 [Install]
 WantedBy=multi-user.target
@@ -113,7 +139,37 @@ esac
 )
 
 
+def real_files():
+    """The real nvidia-smi and the host-built lab NVML, as bytes."""
+    fetch = os.path.join(LAB, "nvml", "fetch-nvidia-smi.sh")
+    smi = subprocess.run([fetch, "--print"], check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    with open(smi, "rb") as fh:
+        smi_bytes = fh.read()
+    with open(_lab_nvml().build(), "rb") as fh:
+        nvml_bytes = fh.read()
+    return smi_bytes, nvml_bytes
+
+
+DRIVER_POSTINST = """#!/bin/sh
+set -e
+ldconfig
+/usr/lib/hwsim/hwsim hwsim load-driver || true
+systemctl daemon-reload >/dev/null 2>&1 || true
+"""
+
+
+def driver_files(version, smi, nvml):
+    return {
+        "usr/lib/hwsim/driver-version": version + "\n",
+        "usr/bin/nvidia-smi": smi,
+        "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": nvml,
+        "usr/bin/nvidia-persistenced": PERSISTENCED,
+        "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
+    }
+
+
 def packages():
+    smi, nvml = real_files()
     pkgs = []
     for v in DRIVER_VERSIONS:
         branch = v.split(".")[0]
@@ -121,15 +177,11 @@ def packages():
             {
                 "Package": "nvidia-driver-%s" % branch,
                 "Version": "%s-1" % v,
-                "Description": "NVIDIA driver metapackage %s\n %s" % (v, SIM),
-                "files": {
-                    "usr/lib/hwsim/driver-version": v + "\n",
-                    "usr/bin/nvidia-smi": SHIM.format(tool="nvidia-smi"),
-                    "usr/bin/nvidia-persistenced": PERSISTENCED,
-                    "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
-                },
-                "postinst": "#!/bin/sh\nset -e\n/usr/lib/hwsim/hwsim hwsim load-driver || true\n"
-                "systemctl daemon-reload >/dev/null 2>&1 || true\n",
+                "Architecture": "amd64",
+                "Description": "NVIDIA driver metapackage %s\n %s" % (v, SIM_DRIVER),
+                "files": driver_files(v, smi, nvml),
+                "postinst": DRIVER_POSTINST,
+                "postrm": "#!/bin/sh\nldconfig\n",
             }
         )
         pkgs.append(
@@ -297,53 +349,65 @@ spec:
 RUNFILE_VERSION = DRIVER_VERSIONS[0]
 
 
+RUNFILE_SCRIPT = """#!/bin/sh
+# SIMULATED NVIDIA driver runfile %(version)s for the rackforge lab: no kernel module, no hardware
+# access. Like the real one it is a shell script with an archive appended; the archive holds the
+# same files as the lab's nvidia-driver-%(branch)s package: the REAL nvidia-smi %(smi)s and the lab
+# NVML (libnvidia-ml.so.1) over the hardware simulator.
+set -e
+for a in "$@"; do
+  case "$a" in
+    --silent|--dkms|--no-opengl-files|--kernel-module-type=open|--kernel-module-type=proprietary|-m=kernel-open) ;;
+    *) echo "ERROR: unknown option $a" >&2; exit 2;;
+  esac
+done
+[ -x /usr/lib/hwsim/hwsim ] || { echo "ERROR: Unable to find a supported NVIDIA GPU (no lab simulator here)" >&2; exit 1; }
+sed '1,/^__RACKFORGE_PAYLOAD__$/d' "$0" | base64 -d | tar -xzmf - -C / --no-same-owner
+ldconfig
+/usr/lib/hwsim/hwsim hwsim load-driver || true
+systemctl daemon-reload >/dev/null 2>&1 || true
+echo "SIMULATED: NVIDIA driver %(version)s installed"
+exit 0
+__RACKFORGE_PAYLOAD__
+"""
+
+
+def file_mode(rel):
+    return 0o755 if "/bin/" in "/" + rel else 0o644
+
+
 def runfile(version):
-    """A SIMULATED `NVIDIA-Linux-x86_64-<version>.run`: a shell script (the real one is a
-    self-extracting archive) that takes the deployment guides' options, installs the same
-    simulated driver files as the package and "loads" the driver."""
+    """A SIMULATED `NVIDIA-Linux-x86_64-<version>.run`: a shell script that takes the deployment
+    guides' options, followed by a base64 tar.gz payload of the driver package's files (the real
+    runfile is a self-extracting makeself archive), which it unpacks into / before it "loads" the
+    driver. Returns bytes."""
     pkg = next(p for p in packages() if p["Package"].startswith("nvidia-driver-") and p["Version"].startswith(version))
-    lines = [
-        "#!/bin/sh",
-        "# SIMULATED NVIDIA driver runfile %s for the rackforge lab: no kernel module, no hardware access." % version,
-        "set -e",
-        'for a in "$@"; do',
-        '  case "$a" in',
-        "    --silent|--dkms|--no-opengl-files|--kernel-module-type=open|--kernel-module-type=proprietary|-m=kernel-open) ;;",
-        '    *) echo "ERROR: unknown option $a" >&2; exit 2;;',
-        "  esac",
-        "done",
-        '[ -x /usr/lib/hwsim/hwsim ] || { echo "ERROR: Unable to find a supported NVIDIA GPU (no lab simulator here)" >&2; exit 1; }',
-    ]
-    for rel, content in pkg["files"].items():
-        mode = "0755" if "/bin/" in "/" + rel else "0644"
-        lines += [
-            "mkdir -p /%s" % os.path.dirname(rel),
-            "cat > /%s <<'RACKFORGE_EOF'" % rel,
-            content.rstrip("\n"),
-            "RACKFORGE_EOF",
-            "chmod %s /%s" % (mode, rel),
-        ]
-    lines += [
-        "/usr/lib/hwsim/hwsim hwsim load-driver || true",
-        "systemctl daemon-reload >/dev/null 2>&1 || true",
-        'echo "SIMULATED: NVIDIA driver %s installed"' % version,
-    ]
-    return "\n".join(lines) + "\n"
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.GNU_FORMAT) as tar:
+        for rel, content in sorted(pkg["files"].items()):
+            data = content.encode() if isinstance(content, str) else content
+            info = tarfile.TarInfo(rel)
+            info.size, info.mode, info.mtime = len(data), file_mode(rel), 0
+            tar.addfile(info, io.BytesIO(data))
+    head = RUNFILE_SCRIPT % {"version": version, "branch": version.split(".")[0], "smi": NVIDIA_SMI_VERSION}
+    return head.encode() + base64.encodebytes(buf.getvalue())
 
 
 def build_deb(pkg, pool):
+    arch = pkg.get("Architecture", "all")
     with tempfile.TemporaryDirectory() as tmp:
+        os.chmod(tmp, 0o755)  # the package's ./ (dpkg leaves an existing / as it is)
         os.makedirs(os.path.join(tmp, "DEBIAN"))
         for rel, content in pkg["files"].items():
             path = os.path.join(tmp, rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as fh:
-                fh.write(content)
-            os.chmod(path, 0o755 if "/bin/" in "/" + rel else 0o644)
+            with open(path, "wb") as fh:
+                fh.write(content.encode() if isinstance(content, str) else content)
+            os.chmod(path, file_mode(rel))
         control = [
             "Package: %s" % pkg["Package"],
             "Version: %s" % pkg["Version"],
-            "Architecture: all",
+            "Architecture: %s" % arch,
             "Maintainer: rackforge lab <lab@rackforge.invalid>",
             "Section: non-free/libs",
             "Priority: optional",
@@ -352,12 +416,13 @@ def build_deb(pkg, pool):
         ]
         with open(os.path.join(tmp, "DEBIAN", "control"), "w") as fh:
             fh.write("\n".join(control) + "\n")
-        if pkg["postinst"]:
-            path = os.path.join(tmp, "DEBIAN", "postinst")
-            with open(path, "w") as fh:
-                fh.write(pkg["postinst"])
-            os.chmod(path, 0o755)
-        out = os.path.join(pool, "%s_%s_all.deb" % (pkg["Package"], pkg["Version"]))
+        for script in ("postinst", "postrm"):
+            if pkg.get(script):
+                path = os.path.join(tmp, "DEBIAN", script)
+                with open(path, "w") as fh:
+                    fh.write(pkg[script])
+                os.chmod(path, 0o755)
+        out = os.path.join(pool, "%s_%s_%s.deb" % (pkg["Package"], pkg["Version"], arch))
         subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", tmp, out], check=True, stdout=subprocess.DEVNULL)
         return out
 
@@ -448,7 +513,8 @@ def write_flat_repo(repo, home):
 def main():
     out = os.path.abspath(sys.argv[1])
     stamp = os.path.join(out, ".stamp")
-    me = digest(__file__, "sha256") + digest(K8SIM, "sha256")
+    smi, nvml = real_files()
+    me = digest(__file__, "sha256") + digest(K8SIM, "sha256") + hashlib.sha256(smi + nvml).hexdigest()
     if os.path.exists(stamp) and open(stamp).read().strip() == me:
         return 0
     # empty the directory but keep it: the running mirror container bind-mounts it
@@ -469,7 +535,7 @@ def main():
     )
     debian = write_repo(os.path.join(out, "debian"), "rackforge lab distro mirror (real Debian packages)", distro_debs, home)
     os.makedirs(os.path.join(out, "vendor", "runfile"))
-    with open(os.path.join(out, "vendor", "runfile", "NVIDIA-Linux-x86_64-%s.run" % RUNFILE_VERSION), "w") as fh:
+    with open(os.path.join(out, "vendor", "runfile", "NVIDIA-Linux-x86_64-%s.run" % RUNFILE_VERSION), "wb") as fh:
         fh.write(runfile(RUNFILE_VERSION))
     with open(os.path.join(out, "rackforge-lab.asc"), "w") as fh:
         gpg(home, "--armor", "--export", stdout=fh)

@@ -10,7 +10,7 @@ import json
 from conftest import ROOT, lab, on_node, playbook
 
 CP = "lab-cp1"
-OLD, NEW = "550.127.05", "550.144.03"
+OLD, NEW = "535.247.01", "535.261.03"
 
 
 def driver(node):
@@ -64,5 +64,5 @@ def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(c
     assert {driver(n) for n in gpu_nodes} == {OLD} and cordoned() == set()
     for node in gpu_nodes:
         held = on_node(node, "apt-mark", "showhold").stdout.split()
-        assert {"nvidia-driver-550", "nvidia-fabricmanager-550"} & set(held)
+        assert {"nvidia-driver-535", "nvidia-fabricmanager-535"} & set(held)
     assert not (ROOT / ".cache" / "rackforge-upgrade.kubeconfig").exists()  # the admin kubeconfig copy is gone

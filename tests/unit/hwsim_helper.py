@@ -1,4 +1,8 @@
-"""Run the lab simulator locally (no container): state in a temp dir, tools as argv[0] names."""
+"""Run the lab simulator locally (no container): state in a temp dir, tools as argv[0] names.
+
+`nvidia-smi` is the REAL binary (Debian 12 non-free, fetched by lab/nvml/fetch-nvidia-smi.sh into
+.cache/realtools/) over the lab NVML (lab/nvml, built with the host's gcc), which asks this Sim's
+simulator (HWSIM_BIN) for its GPUs. The other tools are the simulator's (SIMULATION)."""
 
 from __future__ import annotations
 
@@ -10,10 +14,32 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HWSIM = ROOT / "lab" / "hwsim" / "hwsim.py"
 PROFILES = ROOT / "lab" / "hwsim" / "profiles"
+NVML_DIR = ROOT / "lab" / "nvml"
+_REAL = {}
+
+
+def real_nvidia_smi():
+    """Path of the real nvidia-smi (fetched once; scripts/setup.sh normally has it cached)."""
+    if "smi" not in _REAL:
+        res = subprocess.run([str(NVML_DIR / "fetch-nvidia-smi.sh"), "--print"], capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            raise RuntimeError("the real nvidia-smi is not available (lab/nvml/fetch-nvidia-smi.sh): %s" % res.stderr.strip())
+        _REAL["smi"] = res.stdout.strip().splitlines()[-1]
+    return _REAL["smi"]
+
+
+def lab_nvml():
+    """Path of the host-built lab libnvidia-ml.so.1 (built once per source change)."""
+    if "nvml" not in _REAL:
+        res = subprocess.run([sys.executable, str(NVML_DIR / "build.py")], capture_output=True, text=True, check=False)
+        if res.returncode != 0:
+            raise RuntimeError("lab/nvml/build.py failed: %s%s" % (res.stdout, res.stderr))
+        _REAL["nvml"] = res.stdout.strip().splitlines()[-1]
+    return _REAL["nvml"]
 
 
 class Sim:
-    def __init__(self, tmp, profile="hgx-h100-8gpu", driver="550.127.05", fabricmanager=True):
+    def __init__(self, tmp, profile="hgx-h100-8gpu", driver="535.261.03", fabricmanager=True):
         self.tmp = pathlib.Path(tmp)
         self.bin = self.tmp / "bin"
         self.bin.mkdir()
@@ -28,12 +54,17 @@ class Sim:
             HWSIM_MODPROBE_D=str(self.tmp / "etc" / "modprobe.d"),
             HWSIM_MODULES_LOAD_D=str(self.tmp / "etc" / "modules-load.d"),
             PATH="%s:%s" % (self.bin, os.environ["PATH"]),
+            HWSIM_BIN=str(self.bin / "hwsim"),
         )
-        tools = ("nvidia-smi", "ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
+        tools = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
         for tool in tools:
             link = self.bin / tool
             link.write_text('#!/bin/sh\nexec %s %s %s "$@"\n' % (sys.executable, HWSIM, tool))
             link.chmod(0o755)
+        # the real nvidia-smi, with the lab NVML (and only it) on its loader path
+        smi = self.bin / "nvidia-smi"
+        smi.write_text('#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' % (os.path.dirname(lab_nvml()), real_nvidia_smi()))
+        smi.chmod(0o755)
         self.sysfs = self.tmp / "var" / "sys"
         self.run("hwsim", "init", str(PROFILES / (profile + ".json")), "--seed", "test", "--index", "1")
         if driver:

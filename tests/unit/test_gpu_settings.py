@@ -1,4 +1,5 @@
-"""nvidia_gpu_settings against the simulator, and the clock-pair helpers on real captures."""
+"""nvidia_gpu_settings against the REAL nvidia-smi over the lab NVML and simulator, and the clock-pair
+helpers on real captures."""
 
 from __future__ import annotations
 
@@ -104,3 +105,48 @@ def test_pcie_a100_profile(tmp_path, monkeypatch, capsys):
     pair = nearest_clock_pair(supported, 1215, 1500)
     res = run_module(nvidia_gpu_settings, {"application_clocks": pair, "state_dir": str(sim.tmp / "rf")}, sim, monkeypatch, capsys)
     assert res["changed"] and len(res["gpus"]) == 4
+
+
+def test_every_call_makes_one_device_modification_and_the_real_binary_takes_it(tmp_path, monkeypatch, capsys):
+    sim = _sim(tmp_path, monkeypatch)
+    res = run_module(nvidia_gpu_settings, dict(WANT, persistence_mode=True, state_dir=str(sim.tmp / "rf")), sim, monkeypatch, capsys)
+    modifications = {"-pm", "-ac", "-rac", "-lgc", "-rgc", "-pl"}
+    for argv in res["boot_commands"]:
+        assert len(modifications & set(argv)) == 1, argv  # nvidia-smi refuses two at a time (rc 2)
+        out = sim.run(*argv)
+        assert "Invalid combination" not in out and out.rstrip().endswith("All done."), argv
+
+
+@pytest.mark.parametrize(
+    ("fault_op", "wanted", "text"),
+    [
+        ("app-clocks", {"application_clocks": {"memory": 2619, "graphics": 1755}}, "Setting applications clocks is not supported for GPU"),
+        ("power-limit", {"power_limit": 600}, "Changing power management limit is not supported for GPU"),
+        ("locked-clocks", {"locked_clocks": {"min": 1410, "max": 1755}}, "Setting locked GPU clocks is not supported for GPU"),
+        ("persistence", {"persistence_mode": True}, "Unable to set persistence mode for GPU 00000000:19:00.0: Not Supported"),
+    ],
+    ids=["app-clocks", "power-limit", "locked-clocks", "persistence"],
+)
+def test_a_setting_nvidia_smi_only_warns_about_fails_the_module(tmp_path, monkeypatch, capsys, fault_op, wanted, text):
+    """The real binary exits 0 with "... Treating as warning and moving on." when NVML answers Not
+    Supported: the module reads the text and fails with nvidia-smi's rc, stdout and stderr."""
+    sim = _sim(tmp_path, monkeypatch)
+    sim.run("hwsim", "fault", "add", "gpu_setting_unsupported", "gpu=0", "op=%s" % fault_op)
+    res = run_module(nvidia_gpu_settings, dict(wanted, state_dir=str(sim.tmp / "rf")), sim, monkeypatch, capsys)
+    assert res["failed"] and res["rc"] == 0, res
+    assert text in res["msg"] and "Treating as warning and moving on." in res["stdout"]
+    assert res["msg"].startswith("%s -i 0,1,2,3,4,5,6,7 " % sim.bin.joinpath("nvidia-smi"))
+
+
+def test_gpus_are_selected_by_nvidia_smi_index_not_minor_number(tmp_path, monkeypatch, capsys):
+    sim = _sim(tmp_path, monkeypatch)
+    sim.run("hwsim", "fault", "add", "gpu_missing", "gpu=2")  # fell off the bus: indices shift, minor numbers stay
+    xml = n.parse_query_xml(sim.run("nvidia-smi", "-q", "-x"))["gpus"]
+    assert [g["minor_number"] for g in xml][2:4] == [3, 4]
+    res = run_module(nvidia_gpu_settings, {"gpus": [2], "power_limit": 450, "state_dir": str(sim.tmp / "rf")}, sim, monkeypatch, capsys)
+    assert res["changed"] and [g["uuid"] for g in res["gpus"]] == [xml[2]["uuid"]]
+    assert res["boot_commands"][0][1:] == ["-i", "2", "-pl", "450"]
+    limits = {g["minor_number"]: g["power"]["limit"] for g in n.parse_query_xml(sim.run("nvidia-smi", "-q", "-x"))["gpus"]}
+    assert limits == {0: 700.0, 1: 700.0, 3: 450.0, 4: 700.0, 5: 700.0, 6: 700.0, 7: 700.0}
+    res = run_module(nvidia_gpu_settings, {"gpus": [7], "power_limit": 450, "state_dir": str(sim.tmp / "rf")}, sim, monkeypatch, capsys)
+    assert res["failed"] and "gpus: no GPU with index [7] (this node has [0, 1, 2, 3, 4, 5, 6])" in res["msg"]

@@ -1,4 +1,5 @@
-"""The modules run for real against the lab simulator on PATH (tools as argv[0] names)."""
+"""The modules run for real against the lab on PATH: the REAL nvidia-smi over the lab NVML and the
+simulator's GPUs, and the simulator's NIC tools (argv[0] names)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def run_module(mod, args, sim, monkeypatch, capsys):
 
 def test_gpu_info_reads_simulated_h100(tmp_path, monkeypatch, capsys):
     res = run_module(nvidia_gpu_info, {}, Sim(tmp_path), monkeypatch, capsys)
-    assert res["driver_loaded"] and res["driver_version"] == "550.127.05"
+    assert res["driver_loaded"] and res["driver_version"] == "535.261.03"
     assert len(res["gpus"]) == 8 and res["gpus"][0]["power"]["max_limit"] == 700.0
     assert res["fabric"][0]["state"] == "Completed"
 
@@ -36,12 +37,12 @@ def test_gpu_info_without_driver_is_not_an_error(tmp_path, monkeypatch, capsys):
 
 def test_gpu_info_flags_version_mismatch_as_reboot(tmp_path, monkeypatch, capsys):
     sim = Sim(tmp_path)
-    (sim.tmp / "driver-version").write_text("550.144.03\n")
+    (sim.tmp / "driver-version").write_text("535.247.01\n")
     res = run_module(nvidia_gpu_info, {}, sim, monkeypatch, capsys)
     assert res["reboot_required"] and not res["driver_loaded"]
 
 
-H100 = {"expected_links": 18, "expected_speed_gbps": 26.562, "expected_gpus": 8, "nvswitch": True, "check_topology": True}
+H100 = {"expected_links": 18, "expected_speed_gbps": 26.562, "expected_gpus": 8, "nvswitch": True, "check_topology": False}
 
 
 def test_nvlink_health_names_gpu_and_links(tmp_path, monkeypatch, capsys):
@@ -55,6 +56,28 @@ def test_nvlink_health_names_gpu_and_links(tmp_path, monkeypatch, capsys):
     assert "nvlink_inactive" in checks and "fabricmanager" in checks
     inactive = [f for f in res["findings"] if f["check"] == "nvlink_inactive"]
     assert len(inactive) == 1 and "GPU 3" in inactive[0]["message"] and "4,5" in inactive[0]["message"]
+
+
+def test_nvlink_health_fabric_in_progress_and_link_errors(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", "fabric_in_progress")
+    sim.run("hwsim", "fault", "add", "nvlink_errors", "gpu=1", "link=2", "count=5")
+    monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
+    res = run_module(nvlink_health, H100, sim, monkeypatch, capsys)
+    fabric = [f for f in res["findings"] if f["check"] == "fabric"]
+    assert len(fabric) == 8 and all(f["observed"] == "In Progress/N/A" for f in fabric)
+    errors = sorted(f["component"] for f in res["findings"] if f["check"] == "nvlink_errors")
+    assert errors == ["GPU 1 (%s) link 2" % res["gpus"][1]["uuid"]] * 2  # replay and CRC
+
+
+def test_nvlink_health_topology_check_reports_that_topo_m_cannot_run_in_the_lab(tmp_path, monkeypatch, capsys):
+    """The real 535 binary computes `topo -m` through NVML's private export table, which the lab
+    NVML does not provide: the module fails naming the command and nvidia-smi's own message."""
+    sim = Sim(tmp_path)
+    monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
+    res = run_module(nvlink_health, dict(H100, check_topology=True), sim, monkeypatch, capsys)
+    assert res["failed"] and res["rc"] == 255
+    assert res["msg"].startswith("nvidia-smi topo -m failed:") and "Failed to run topology matrix" in res["msg"]
 
 
 def test_rdma_health_port_down(tmp_path, monkeypatch, capsys):

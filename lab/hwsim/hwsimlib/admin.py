@@ -8,6 +8,7 @@ import shutil
 import sys
 
 from hwsimlib.kernel import boot_modules
+from hwsimlib.nvml import nvml_set, nvml_state
 from hwsimlib.state import (
     DRIVER_FILE,
     ETC,
@@ -33,12 +34,17 @@ def admin(args):
         "       hwsim fault add KIND key=value ... | fault clear | fault list\n"
         "       hwsim fabricmanager start|stop   (called by the simulated fabric manager unit)\n"
         "       hwsim state\n"
+        "       hwsim nvml-state | nvml-set SLOT|all OP ARGS   (called by the lab NVML library, lab/nvml)\n"
         "faults: " + ", ".join(sorted(FAULTS)) + "\n"
     )
     if not args:
         sys.stderr.write(usage)
         return 2
     cmd = args[0]
+    if cmd == "nvml-state":
+        return nvml_state(args[1:])
+    if cmd == "nvml-set":
+        return nvml_set(args[1:])
     if cmd == "init":
         with open(args[1]) as fh:
             prof = json.load(fh)

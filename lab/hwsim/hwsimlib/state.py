@@ -1,4 +1,8 @@
-"""hwsim state: paths, the node's profile and faults, volatile GPU/NIC state (SIMULATION)."""
+"""hwsim state: paths, the node's profile and faults, volatile GPU/NIC state (SIMULATION).
+
+GPU faults (`gpu=<slot>`: the GPU's index in the profile, which is its nvidia-smi index while no
+GPU is missing) act at the NVML layer (hwsimlib/nvml.py), gpu_missing at the PCI layer too (the GPU
+is gone from the sysfs tree and from NVML's enumeration)."""
 
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ FAULTS = {
     "pfc_off": "<ca> refuses PFC: every priority stays disabled",
     "roce_mtu_1024": "<ca> active MTU stuck at 1024",
     "nvlink_errors": "GPU <gpu> link <link> gains <count> replay/recovery/CRC errors",
+    "gpu_setting_unsupported": "GPU <gpu|all>: NVML answers Not Supported to <op> (persistence, app-clocks, locked-clocks, power-limit)",
     "pause_storm": "<ca> reports <count> tx_pause_storm_error_events (the NIC cut off a PFC pause storm)",
 }
 

@@ -15,17 +15,17 @@ def profile(host):
 
 
 def test_driver_package_pinned_and_held(host):
-    pkg = host.package("nvidia-driver-550")
-    assert pkg.is_installed and pkg.version.startswith("550.127.05")
+    pkg = host.package("nvidia-driver-535")
+    assert pkg.is_installed and pkg.version.startswith("535.247.01")
     held = host.check_output("apt-mark showhold")
-    assert "nvidia-driver-550" in held.split()
+    assert "nvidia-driver-535" in held.split()
 
 
 def test_fabric_manager_matches_driver_only_on_nvswitch(host):
-    fm = host.package("nvidia-fabricmanager-550")
+    fm = host.package("nvidia-fabricmanager-535")
     if profile(host)["nvswitch"]["count"]:
-        assert fm.is_installed and fm.version == host.package("nvidia-driver-550").version
-        assert "nvidia-fabricmanager-550" in host.check_output("apt-mark showhold").split()
+        assert fm.is_installed and fm.version == host.package("nvidia-driver-535").version
+        assert "nvidia-fabricmanager-535" in host.check_output("apt-mark showhold").split()
         svc = host.service("nvidia-fabricmanager")
         assert svc.is_enabled and svc.is_running
         assert "State                             : Completed" in host.check_output("nvidia-smi -q")
