@@ -8,8 +8,11 @@
     lab.py exec NAME CMD...  run a command in a node (tests use it to read simulator state)
     lab.py fault NAME KIND [k=v ...] | lab.py fault NAME clear
 
-What is real: the OS, systemd, sshd, apt, files, namespaced sysctls. What is simulated: the
-GPU/NIC hardware and driver tools (lab/hwsim), the vendor packages (lab/mirror). Traffic stays on
+What is real: the OS, systemd, sshd, apt, files, namespaced sysctls, and the rdma-core tools
+ibstat/ibstatus (Debian's infiniband-diags, installed by the roles), which read the simulated
+sysfs tree at /sys/class/infiniband through the preload library lab/sysfs_redirect (built here,
+listed in the node's /etc/ld.so.preload). What is simulated: the GPU/NIC hardware, that sysfs
+tree and the other driver tools (lab/hwsim), the vendor packages (lab/mirror). Traffic stays on
 loopback (SSH on 127.0.0.1 ports) and the lab's own podman network; the nodes' apt sources name
 only the lab mirror. Uses only the Python standard library (runs before the venv exists).
 """
@@ -40,7 +43,10 @@ LABEL = "io.rackforge.lab=1"
 # (raising them is refused here), the label `down` removes by
 BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--label", LABEL]
 NODE_FLAGS = [*BASE_FLAGS, "--systemd=always", "--cap-add", "NET_ADMIN"]
-NIC_TOOLS = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod")
+# simulated tools (symlinks to hwsim); ibstat and ibstatus are not among them: the real binaries run
+NIC_TOOLS = ("ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod")
+# the sysfs redirect library in a node (hwsimlib/nic.py NODE_LIBRARY names the same path)
+REDIRECT_LIB = "/usr/lib/hwsim/libhwsim_sysfs.so"
 
 
 def sh(cmd, check=True, capture=True, inp=None):
@@ -162,18 +168,41 @@ def copy_hwsim(name):
     for fname in sorted(os.listdir(lib)):
         if fname.endswith(".py"):
             podman("cp", os.path.join(lib, fname), "%s:/usr/lib/hwsim/hwsimlib/%s" % (name, fname))
-    podman(
-        "exec",
-        name,
-        "sh",
-        "-c",
-        "chmod 0755 /usr/lib/hwsim/hwsim.py && ln -sf hwsim.py /usr/lib/hwsim/hwsim && ln -sf /usr/lib/hwsim/hwsim.py /usr/local/sbin/hwsim",
-    )
+    link = "ln -sf hwsim.py /usr/lib/hwsim/hwsim && ln -sf /usr/lib/hwsim/hwsim.py /usr/local/sbin/hwsim"
+    podman("exec", name, "sh", "-c", "chmod 0755 /usr/lib/hwsim/hwsim.py && " + link)
+
+
+def sysfs_redirect_library():
+    """lab/sysfs_redirect/sysfs_redirect.c built with this machine's compiler (the nodes have
+    none), cached by source hash under .cache/sysfs_redirect (lab/sysfs_redirect/build.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("sysfs_redirect_build", os.path.join(HERE, "sysfs_redirect", "build.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    try:
+        return mod.build()
+    except mod.BuildError as exc:
+        sys.exit("lab: %s" % exc)
+
+
+def install_sysfs_redirect(name):
+    """Show the node's simulated tree at /sys/class/infiniband[_mad] to every (dynamically linked)
+    program, read-only: the library goes in first (a rename, never a half-written file), then
+    into /etc/ld.so.preload, which the dynamic loader reads for each program it starts."""
+    podman("cp", sysfs_redirect_library(), "%s:%s.new" % (name, REDIRECT_LIB))
+    script = f"""set -e
+chmod 0644 {REDIRECT_LIB}.new && mv -f {REDIRECT_LIB}.new {REDIRECT_LIB}
+grep -qxF {REDIRECT_LIB} /etc/ld.so.preload 2>/dev/null || echo {REDIRECT_LIB} >> /etc/ld.so.preload
+"""
+    podman("exec", "-i", name, "sh", "-s", inp=script)
 
 
 def install_hwsim(name, index, profile_name):
-    """Copy the simulator into a node and initialise its hardware from the profile."""
+    """Copy the simulator into a node, initialise its hardware from the profile and make the
+    simulated sysfs tree the one the real rdma-core tools read."""
     copy_hwsim(name)
+    install_sysfs_redirect(name)
     prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
     podman("cp", prof, "%s:/tmp/profile.json" % name)
     links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS)

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """rackforge lab hardware simulator (SIMULATION, not a driver).
 
-One multi-call program. Called as `ibstat`, `ibv_devinfo`, `rdma`, `mlnx_qos`, `ethtool`,
-`show_gids` it prints output in the exact formats of the real tools (checked by
+One multi-call program. Called as `ibv_devinfo`, `rdma`, `mlnx_qos`, `ethtool`, `show_gids`
+it prints output in the exact formats of the real tools (checked by
 tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Called as
 `modinfo`, `modprobe`, `lsmod` it simulates the node's kernel modules (a container cannot load
 real ones): the parameter lists are those of Debian 12's kernel (see KERNEL_MODULES). Called as
@@ -33,7 +33,6 @@ sys.path.insert(0, os.path.dirname(os.path.realpath(__file__)))
 
 # tool name -> (module, function); imported on use, so that each call loads only its own module
 TOOLS = {
-    "ibstat": ("hwsimlib.nic", "ibstat"),
     "ibv_devinfo": ("hwsimlib.nic", "ibv_devinfo"),
     "rdma": ("hwsimlib.nic", "rdma"),
     "show_gids": ("hwsimlib.nic", "show_gids"),

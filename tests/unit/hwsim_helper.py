@@ -11,6 +11,8 @@ import pathlib
 import subprocess
 import sys
 
+from ibsim_helper import install_real_tools
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HWSIM = ROOT / "lab" / "hwsim" / "hwsim.py"
 PROFILES = ROOT / "lab" / "hwsim" / "profiles"
@@ -56,7 +58,7 @@ class Sim:
             PATH="%s:%s" % (self.bin, os.environ["PATH"]),
             HWSIM_BIN=str(self.bin / "hwsim"),
         )
-        tools = ("ibstat", "ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
+        tools = ("ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
         for tool in tools:
             link = self.bin / tool
             link.write_text('#!/bin/sh\nexec %s %s %s "$@"\n' % (sys.executable, HWSIM, tool))
@@ -66,6 +68,7 @@ class Sim:
         smi.write_text('#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' % (os.path.dirname(lab_nvml()), real_nvidia_smi()))
         smi.chmod(0o755)
         self.sysfs = self.tmp / "var" / "sys"
+        install_real_tools(self.bin, self.sysfs)  # the REAL ibstat/ibstatus over this Sim's sysfs tree
         self.run("hwsim", "init", str(PROFILES / (profile + ".json")), "--seed", "test", "--index", "1")
         if driver:
             (self.tmp / "driver-version").write_text(driver + "\n")

@@ -1,58 +1,42 @@
-"""Simulated RDMA NIC tools: ibstat, ibv_devinfo, rdma, show_gids, ethtool -S (SIMULATION)."""
+"""Simulated RDMA NIC tools: ibv_devinfo, rdma, show_gids, ethtool -S (SIMULATION).
+
+`ibstat` and `ibstatus` are not simulated: the real binaries (infiniband-diags) read this
+simulator's sysfs tree at /sys/class/infiniband through the sysfs redirect library
+(lab/sysfs_redirect; /etc/ld.so.preload in a lab node, LD_PRELOAD in tests/unit/ibsim_helper.py).
+The simulated tools below take every value they share with ibstat (GUIDs, port state, link
+layer, GIDs, firmware) from the same tree (sysfs.py), so all of them tell one story.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
-from hwsimlib.state import faults, guid_for, nic_faulted, nic_state, node, pfc_effective, profile
-from hwsimlib.sysfs import sysfs_read
+from hwsimlib.state import SYSFS, faults, nic_faulted, nic_state, pfc_effective, profile
+from hwsimlib.sysfs import ZERO_GID, sysfs_read
 
 
-def _port_view(nic):
-    down = nic_faulted("rdma_port_down", nic)
-    return {
-        "state": "Down" if down else "Active",
-        "physical_state": "Disabled" if down else "LinkUp",
-        "rate": 40 if down else nic["rate"],
-    }
+def _cas():
+    return sorted(profile()["nics"], key=lambda n: n["ca"])
 
 
-def ibstat(args):
-    prof = profile()
-    seed = node()["seed"]
-    nics = sorted(prof["nics"], key=lambda n: n["ca"])
-    if args:
-        nics = [n for n in nics if n["ca"] == args[0]]
-        if not nics:
-            sys.stderr.write("ibpanic: [%d] main: stat of IB device '%s' failed: No such file or directory\n" % (os.getpid(), args[0]))
-            return 255
-    out = []
-    for nic in nics:
-        v = _port_view(nic)
-        guid = guid_for(seed, nic["ca"])
-        port_guid = "0x0000000000000000" if v["state"] == "Down" else "0x%s" % guid_for(seed, nic["ca"], 1)
-        out += [
-            "CA '%s'" % nic["ca"],
-            "\tCA type: %s" % nic["ca_type"],
-            "\tNumber of ports: 1",
-            "\tFirmware version: %s" % nic["firmware"],
-            "\tHardware version: 0",
-            "\tNode GUID: 0x%s" % guid,
-            "\tSystem image GUID: 0x%s" % guid,
-            "\tPort 1:",
-            "\t\tState: %s" % v["state"],
-            "\t\tPhysical state: %s" % v["physical_state"],
-            "\t\tRate: %d" % v["rate"],
-            "\t\tBase lid: 0",
-            "\t\tLMC: 0",
-            "\t\tSM lid: 0",
-            "\t\tCapability mask: 0x00010000",
-            "\t\tPort GUID: %s" % port_guid,
-            "\t\tLink layer: %s" % nic["link_layer"],
-        ]
-    sys.stdout.write("\n".join(out) + "\n")
-    return 0
+def _ca_attr(nic, name, default=""):
+    return sysfs_read("class/infiniband/%s/%s" % (nic["ca"], name), default)
+
+
+def _port_attr(nic, name, default=""):
+    return sysfs_read("class/infiniband/%s/ports/1/%s" % (nic["ca"], name), default)
+
+
+def _code(text):
+    """The number of a sysfs "4: ACTIVE" / "5: LinkUp" attribute (0 when absent)."""
+    head = text.split(":", 1)[0].strip()
+    return int(head) if head.isdigit() else 0
+
+
+IBV_PORT_STATE = {1: "PORT_DOWN", 2: "PORT_INIT", 3: "PORT_ARMED", 4: "PORT_ACTIVE"}
+RDMA_STATE = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE"}
+RDMA_PHYS_STATE = {2: "POLLING", 3: "DISABLED", 5: "LINK_UP"}
 
 
 def _active_mtu(nic):
@@ -72,36 +56,32 @@ MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 
 
 def ibv_devinfo(args):
-    prof = profile()
-    seed = node()["seed"]
-    nics = sorted(prof["nics"], key=lambda n: n["ca"])
+    nics = _cas()
     if "-d" in args:
         nics = [n for n in nics if n["ca"] == args[args.index("-d") + 1]]
     out = []
     for nic in nics:
-        v = _port_view(nic)
-        g = guid_for(seed, nic["ca"])
-        guid = ":".join(g[k : k + 4] for k in range(0, 16, 4))
+        state = _code(_port_attr(nic, "state"))
         mtu = _active_mtu(nic)
         out += [
             "hca_id:\t%s" % nic["ca"],
             "\ttransport:\t\t\tInfiniBand (0)",
-            "\tfw_ver:\t\t\t\t%s" % nic["firmware"],
-            "\tnode_guid:\t\t\t%s" % guid,
-            "\tsys_image_guid:\t\t\t%s" % guid,
+            "\tfw_ver:\t\t\t\t%s" % _ca_attr(nic, "fw_ver"),
+            "\tnode_guid:\t\t\t%s" % _ca_attr(nic, "node_guid"),
+            "\tsys_image_guid:\t\t\t%s" % _ca_attr(nic, "sys_image_guid"),
             "\tvendor_id:\t\t\t0x02c9",
             "\tvendor_part_id:\t\t\t%d" % nic["vendor_part_id"],
-            "\thw_ver:\t\t\t\t0x0",
-            "\tboard_id:\t\t\tMT_0000000838",
+            "\thw_ver:\t\t\t\t0x%X" % int(_ca_attr(nic, "hw_rev", "0"), 16),
+            "\tboard_id:\t\t\t%s" % _ca_attr(nic, "board_id"),
             "\tphys_port_cnt:\t\t\t1",
             "\t\tport:\t1",
-            "\t\t\tstate:\t\t\t%s" % ("PORT_DOWN (1)" if v["state"] == "Down" else "PORT_ACTIVE (4)"),
+            "\t\t\tstate:\t\t\t%s (%d)" % (IBV_PORT_STATE.get(state, "PORT_NOP"), state),
             "\t\t\tmax_mtu:\t\t4096 (5)",
             "\t\t\tactive_mtu:\t\t%d (%d)" % (mtu, MTU_CODE[mtu]),
-            "\t\t\tsm_lid:\t\t\t0",
-            "\t\t\tport_lid:\t\t0",
-            "\t\t\tport_lmc:\t\t0x00",
-            "\t\t\tlink_layer:\t\t%s" % nic["link_layer"],
+            "\t\t\tsm_lid:\t\t\t%d" % int(_port_attr(nic, "sm_lid", "0x0"), 16),
+            "\t\t\tport_lid:\t\t%d" % int(_port_attr(nic, "lid", "0x0"), 16),
+            "\t\t\tport_lmc:\t\t0x%02x" % int(_port_attr(nic, "lid_mask_count", "0")),
+            "\t\t\tlink_layer:\t\t%s" % _port_attr(nic, "link_layer"),
             "",
         ]
     sys.stdout.write("\n".join(out) + "\n")
@@ -112,13 +92,12 @@ def rdma(args):
     if args[:2] not in (["link", "show"], ["link"], ["link", "list"], ["-j", "link"]):
         sys.stderr.write("hwsim rdma: only 'rdma link show' is simulated\n")
         return 2
-    prof = profile()
     out = []
-    for nic in sorted(prof["nics"], key=lambda n: n["ca"]):
-        v = _port_view(nic)
+    for nic in _cas():
+        state, phys = _code(_port_attr(nic, "state")), _code(_port_attr(nic, "phys_state"))
         out.append(
             "link %s/1 state %s physical_state %s netdev %s"
-            % (nic["ca"], "DOWN" if v["state"] == "Down" else "ACTIVE", "DISABLED" if v["state"] == "Down" else "LINK_UP", nic["netdev"])
+            % (nic["ca"], RDMA_STATE.get(state, "NOP"), RDMA_PHYS_STATE.get(phys, str(phys)), nic["netdev"])
         )
     sys.stdout.write("\n".join(out) + "\n")
     return 0
@@ -131,30 +110,35 @@ def nic_by_netdev(name):
     return None
 
 
-def _node_index():
-    return int(node().get("index", 1))
+def _ipv4_of_gid(gid):
+    """a.b.c.d of an IPv4-mapped GID (0000:...:ffff:0a64:0001), else None."""
+    words = gid.split(":")
+    if len(words) != 8 or words[:6] != ["0000"] * 5 + ["ffff"]:
+        return None
+    packed = "".join(words[6:])
+    return ".".join(str(int(packed[i : i + 2], 16)) for i in range(0, 8, 2))
 
 
 def show_gids(args):
-    prof = profile()
-    seed = node()["seed"]
+    """MLNX_OFED's show_gids table, from the port's GID table in the sysfs tree (non-empty entries)."""
     rows = ["DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV", "---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---"]
     n = 0
-    for nic in sorted(prof["nics"], key=lambda x: x["ca"]):
+    for nic in _cas():
         if args and nic["ca"] != args[0]:
             continue
-        g = guid_for(seed, nic["ca"], 1)
-        ll = "fe80:0000:0000:0000:%s:%s:%s:%s" % (g[0:4], g[4:8], g[8:12], g[12:16])
-        for k, ver in enumerate(("v1", "v2")):
-            rows.append("%s\t1\t%d\t%s\t\t\t%s\t%s" % (nic["ca"], k, ll, ver, nic["netdev"]))
+        gids = os.path.join(SYSFS, "class/infiniband", nic["ca"], "ports/1/gids")
+        for index in sorted(int(i) for i in os.listdir(gids)) if os.path.isdir(gids) else []:
+            gid = _port_attr(nic, "gids/%d" % index)
+            if gid == ZERO_GID:
+                continue
+            ver = "v2" if _port_attr(nic, "gid_attrs/types/%d" % index) == "RoCE v2" else "v1"
+            netdev = _port_attr(nic, "gid_attrs/ndevs/%d" % index)
+            ip = _ipv4_of_gid(gid)
+            if ip:
+                rows.append("%s\t1\t%d\t%s\t%s  \t%s\t%s" % (nic["ca"], index, gid, ip, ver, netdev))
+            else:
+                rows.append("%s\t1\t%d\t%s\t\t\t%s\t%s" % (nic["ca"], index, gid, ver, netdev))
             n += 1
-        if nic.get("ipv4") and not nic_faulted("rdma_port_down", nic):
-            ip = nic["ipv4"] % _node_index()
-            o = [int(x) for x in ip.split(".")]
-            mapped = "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x" % tuple(o)
-            for k, ver in enumerate(("v1", "v2")):
-                rows.append("%s\t1\t%d\t%s\t%s  \t%s\t%s" % (nic["ca"], 2 + k, mapped, ip, ver, nic["netdev"]))
-                n += 1
     rows.append("n_gids_found=%d" % n)
     sys.stdout.write("\n".join(rows) + "\n")
     return 0
