@@ -5,7 +5,7 @@ DOCUMENTATION = r"""
 module: nvlink_health
 short_description: Check NVLink links, speeds, error counters, topology and the NVSwitch fabric (read-only)
 description:
-  - Runs C(nvidia-smi nvlink -s), C(nvlink -e), C(topo -m) and C(-q) and compares them with the
+  - Runs C(nvidia-smi nvlink -s), C(nvlink -e), C(topo -p2p n) and C(-q) and compares them with the
     expected links per GPU, link speed and fabric state. Safe in check mode; changes nothing.
 options:
   expected_links:
@@ -22,7 +22,7 @@ options:
     type: bool
     default: false
   check_topology:
-    description: Require C(topo -m) to show NV<expected_links> between every GPU pair (NVSwitch systems).
+    description: Require NVLink P2P status OK between every GPU pair (C(topo -p2p n); NVSwitch systems).
     type: bool
     default: false
   baseline:
@@ -63,21 +63,35 @@ counters:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
-from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, model_expectation
-from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_nvlink_errors, parse_nvlink_status, parse_topo_m
+from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, finding, model_expectation
+from ansible.module_utils.rackforge.health import not_run as health_not_run
+from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_nvlink_errors, parse_nvlink_status, parse_topo_p2p
+
+# what each nvidia-smi query checks: a query that fails or prints what does not parse is that
+# check's <check>_not_run finding, with the evidence
+QUERY_CHECKS = {"status": "nvlink", "errors": "nvlink_errors", "p2p": "nvlink_p2p", "fabric": "fabric"}
+PARSERS = {"status": parse_nvlink_status, "errors": parse_nvlink_errors, "p2p": parse_topo_p2p, "fabric": parse_fabric}
 
 
 def run_all(module, binary, queries):
-    """Run nvidia-smi once per query, all at the same time; {name: stdout}. Fails the module,
-    naming the query, when one fails."""
+    """Run nvidia-smi once per query, all at the same time, and parse each: ({name: parsed},
+    [not_run findings of the queries that failed or did not parse])."""
     names = list(queries)
     results = run_concurrently(module, [[binary, *queries[name]] for name in names], environ_update=C_ENV)
-    outputs = {}
+    parsed, not_run = {}, []
     for name, (rc, out, err) in zip(names, results):
+        argv = " ".join(["nvidia-smi", *queries[name]])
+        evidence = {"command": argv, "rc": rc, "stdout": out[-2000:], "stderr": err[-2000:]}
         if rc != 0:
-            module.fail_json(msg="nvidia-smi %s failed: %s" % (" ".join(queries[name]), (out + err).strip()), rc=rc, stdout=out, stderr=err)
-        outputs[name] = out
-    return outputs
+            not_run.append(
+                health_not_run(QUERY_CHECKS[name], "nvidia-smi", "%s failed (rc %s): %s" % (argv, rc, (out + err).strip()[:300]), evidence)
+            )
+            continue
+        try:
+            parsed[name] = PARSERS[name](out)
+        except ParseError as exc:
+            not_run.append(health_not_run(QUERY_CHECKS[name], "nvidia-smi", "%s printed what does not parse: %s" % (argv, exc), evidence))
+    return parsed, not_run
 
 
 def main():
@@ -93,41 +107,37 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    binary = module.get_bin_path("nvidia-smi", required=True)
+    binary = module.get_bin_path("nvidia-smi")
+    if not binary:
+        findings = [health_not_run("nvlink", "nvidia-smi", "nvidia-smi is not installed")]
+        module.exit_json(changed=False, healthy=False, findings=findings, gpus=[], counters={}, fabric=[])
     queries = {"status": ["nvlink", "-s"], "errors": ["nvlink", "-e"]}
     if p["check_topology"]:
-        queries["topo"] = ["topo", "-m"]
+        queries["p2p"] = ["topo", "-p2p", "n"]
     if p["nvswitch"]:
         queries["fabric"] = ["-q"]
-    out = run_all(module, binary, queries)
-    try:
-        status = parse_nvlink_status(out["status"])
-        errors = parse_nvlink_errors(out["errors"])
-        topo = parse_topo_m(out["topo"]) if p["check_topology"] else None
-        fabric = parse_fabric(out["fabric"]) if p["nvswitch"] else []
-    except ParseError as exc:
-        module.fail_json(msg="could not parse nvidia-smi output: %s" % exc)
+    parsed, findings = run_all(module, binary, queries)
+    status, errors = parsed.get("status", []), parsed.get("errors", [])
     links, speed = p["expected_links"], p["expected_speed_gbps"]
     if (links is None or speed is None) and status:
         model = model_expectation(status[0]["name"]) or (0, 0.0)
         links = model[0] if links is None else links
         speed = model[1] if speed is None else speed
-    findings = []
-    if p["expected_gpus"] is not None and len(status) != p["expected_gpus"]:
+    if "status" in parsed and p["expected_gpus"] is not None and len(status) != p["expected_gpus"]:
         findings.append(
-            {
-                "check": "gpu_count",
-                "component": "GPUs",
-                "expected": p["expected_gpus"],
-                "observed": len(status),
-                "message": "nvidia-smi lists %d GPUs, expected %d" % (len(status), p["expected_gpus"]),
-            }
+            finding(
+                "gpu_count",
+                "GPUs",
+                p["expected_gpus"],
+                len(status),
+                "nvidia-smi lists %d GPUs, expected %d" % (len(status), p["expected_gpus"]),
+            )
         )
-    findings += evaluate_nvlink(status, links or 0, speed, errors=errors, baseline=p["baseline"], topo=topo)
-    if p["nvswitch"]:
+    findings += evaluate_nvlink(status, links or 0, speed, errors=errors, baseline=p["baseline"], p2p=parsed.get("p2p"))
+    if p["nvswitch"] and "fabric" in parsed:
         systemctl = module.get_bin_path("systemctl")
         rc = module.run_command([systemctl, "is-active", "--quiet", "nvidia-fabricmanager"])[0] if systemctl else 1
-        findings += evaluate_fabric(fabric, rc == 0)
+        findings += evaluate_fabric(parsed["fabric"], rc == 0)
     gpus = [
         {
             "index": g["index"],
@@ -141,7 +151,7 @@ def main():
         for g in status
     ]
     counters = {g["uuid"]: {str(k): v for k, v in g["links"].items()} for g in errors}
-    module.exit_json(changed=False, healthy=not findings, findings=findings, gpus=gpus, counters=counters, fabric=fabric)
+    module.exit_json(changed=False, healthy=not findings, findings=findings, gpus=gpus, counters=counters, fabric=parsed.get("fabric", []))
 
 
 if __name__ == "__main__":

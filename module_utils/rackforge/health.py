@@ -28,22 +28,24 @@ def model_expectation(name):
     return None
 
 
-def _finding(check, component, expected, observed, message):
+def finding(check, component, expected, observed, message):
+    """One finding: what was checked, on which component, what was expected and seen, and why it matters."""
     return {"check": check, "component": component, "expected": expected, "observed": observed, "message": message}
 
 
 def not_run(check, component, reason, evidence=None):
     """A check that could not run (tool missing, non-zero exit, output that does not parse) is a
     finding with its evidence, never a silent pass: check "<check>_not_run", not_run True."""
-    finding = _finding(
+    found = finding(
         check + "_not_run", component, "the check runs", reason, "%s: the %s check could not run: %s" % (component, check, reason)
     )
-    finding.update(not_run=True, evidence=evidence or {})
-    return finding
+    found.update(not_run=True, evidence=evidence or {})
+    return found
 
 
-def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baseline=None, topo=None):
-    """Findings for `nvidia-smi nvlink -s` (+ optional -e counters against a baseline and topo -m).
+def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baseline=None, p2p=None):
+    """Findings for `nvidia-smi nvlink -s` (+ optional -e counters against a baseline and the
+    NVLink P2P matrix of `topo -p2p n`, parse_topo_p2p: every pair must be OK on NVSwitch systems).
 
     expected_links: active links each GPU must have (0 = no NVLink expected: nothing to check).
     baseline: {uuid: {link: {"replay", "recovery", "crc"}}} from an earlier healthy run.
@@ -55,7 +57,7 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
         comp = "GPU %d (%s)" % (gpu["index"], gpu["uuid"])
         if gpu["all_inactive"] and not any(gpu["links"].values()):
             findings.append(
-                _finding(
+                finding(
                     "nvlink_all_inactive", comp, expected_links, 0, "%s: all NVLinks inactive, expected %d active" % (comp, expected_links)
                 )
             )
@@ -63,7 +65,7 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
         if not gpu["links"] and gpu.get("notice"):
             # MIG mode or a device without NVLink: nvidia-smi prints why instead of the links
             findings.append(
-                _finding(
+                finding(
                     "nvlink_unavailable",
                     comp,
                     expected_links,
@@ -76,7 +78,7 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
         active = len(gpu["links"]) - len(inactive)
         if active < expected_links:
             findings.append(
-                _finding(
+                finding(
                     "nvlink_inactive",
                     comp,
                     expected_links,
@@ -88,7 +90,7 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
         for link, speed in sorted(gpu["links"].items()):
             if speed is not None and expected_speed and abs(speed - expected_speed) > 0.01:
                 findings.append(
-                    _finding(
+                    finding(
                         "nvlink_speed",
                         "%s link %d" % (comp, link),
                         expected_speed,
@@ -105,7 +107,7 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
             for name, value in sorted(counters.items()):
                 if value > int(before.get(name, 0)):
                     findings.append(
-                        _finding(
+                        finding(
                             "nvlink_errors",
                             "%s link %d" % (comp, link),
                             before.get(name, 0),
@@ -113,20 +115,18 @@ def evaluate_nvlink(status, expected_links, expected_speed, errors=None, baselin
                             "%s link %d: %s errors rose to %d (baseline %d)" % (comp, link, name, value, int(before.get(name, 0))),
                         )
                     )
-    if topo:
-        want = "NV%d" % expected_links
-        for row, cols in sorted(topo["links"].items()):
-            for col, value in sorted(cols.items()):
-                if row.startswith("GPU") and col.startswith("GPU") and value != want:
-                    findings.append(
-                        _finding(
-                            "nvlink_topology",
-                            "%s-%s" % (row, col),
-                            want,
-                            value,
-                            "topo -m: %s to %s is %s, expected %s" % (row, col, value, want),
-                        )
+    for row, cols in sorted(((p2p or {}).get("status") or {}).items()):
+        for col, value in sorted(cols.items()):
+            if value != "OK":
+                findings.append(
+                    finding(
+                        "nvlink_p2p",
+                        "%s-%s" % (row, col),
+                        "OK",
+                        value,
+                        "topo -p2p n: NVLink P2P from %s to %s is %s, expected OK" % (row, col, value),
                     )
+                )
     return findings
 
 
@@ -135,7 +135,7 @@ def evaluate_fabric(fabric, fabricmanager_active):
     findings = []
     if not fabricmanager_active:
         findings.append(
-            _finding(
+            finding(
                 "fabricmanager",
                 "nvidia-fabricmanager",
                 "active",
@@ -149,7 +149,7 @@ def evaluate_fabric(fabric, fabricmanager_active):
         if state != FABRIC_OK or unhealthy:
             observed = "%s/%s%s" % (entry["state"], entry["status"], ", health %s" % entry["health_summary"] if unhealthy else "")
             findings.append(
-                _finding(
+                finding(
                     "fabric",
                     "GPU %d fabric" % i,
                     "Completed/Success",
@@ -159,7 +159,7 @@ def evaluate_fabric(fabric, fabricmanager_active):
             )
     if not fabric:
         findings.append(
-            _finding(
+            finding(
                 "fabric",
                 "fabric",
                 "Completed/Success",
@@ -206,7 +206,7 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
             before = len(findings)
             if port["state"] != "Active" or port["physical_state"] != "LinkUp":
                 findings.append(
-                    _finding(
+                    finding(
                         "rdma_port_state",
                         comp,
                         "Active/LinkUp",
@@ -216,7 +216,7 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                 )
             elif expected.get("rate") and port["rate"] != expected["rate"]:
                 findings.append(
-                    _finding(
+                    finding(
                         "rdma_rate",
                         comp,
                         expected["rate"],
@@ -227,7 +227,7 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
             mtu = (mtus or {}).get(netdev)
             if mtu and mtu >= 4200 and info.get("active_mtu") and info["active_mtu"] < 4096:
                 findings.append(
-                    _finding(
+                    finding(
                         "roce_mtu",
                         comp,
                         4096,
@@ -239,7 +239,7 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                 v2 = [g for g in gids if g["device"] == ca and g["port"] == port_no and g["version"] == "v2" and g["ipv4"]]
                 if not v2:
                     findings.append(
-                        _finding(
+                        finding(
                             "roce_gid",
                             comp,
                             "RoCE v2 GID with IPv4",
@@ -252,7 +252,7 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                 summary["pfc_priorities"] = pause_prios[netdev]
                 if prio not in pause_prios[netdev]:
                     findings.append(
-                        _finding(
+                        finding(
                             "pfc",
                             comp,
                             "PFC on priority %d" % prio,
@@ -266,12 +266,12 @@ def evaluate_rdma(ibstat, devinfo, netdev_of, expected, pause_prios=None, mtus=N
                 base = int(((baseline or {}).get(ca) or {}).get(name, 0))
                 if value > base:
                     check = "pause_storm" if "pause_storm" in name else "rdma_errors"
-                    findings.append(_finding(check, comp, base, value, "%s: %s rose to %d (baseline %d)" % (comp, name, value, base)))
+                    findings.append(finding(check, comp, base, value, "%s: %s rose to %d (baseline %d)" % (comp, name, value, base)))
             summary["healthy"] = len(findings) == before
     count = expected.get("count")
     if count is not None and len(ports) < count:
         findings.append(
-            _finding(
+            finding(
                 "rdma_port_count", "RDMA NICs", count, len(ports), "expected %d %s RDMA ports, found %d" % (count, link_layer, len(ports))
             )
         )

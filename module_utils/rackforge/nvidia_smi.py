@@ -7,7 +7,7 @@ only ever added):
 - parse_fabric(text) -> list[dict]
 
 Further helpers used by rackforge's modules: parse_nvlink_errors, parse_query_text,
-parse_query_xml, parse_query_gpu_csv, parse_topo_m, parse_gpu_list.
+parse_query_xml, parse_query_gpu_csv, parse_topo_m, parse_topo_p2p, parse_gpu_list.
 
 Every parser accepts real nvidia-smi output (driver branches 418 to 595, Linux and Windows) and
 the lab simulator's output alike; both are unit-tested in tests/unit against captures under
@@ -30,6 +30,8 @@ ALL_INACTIVE_MARK = "all links are inactive"
 # ESC [ ... final byte: colours and underline (590+ underlines the topo -m header), cursor codes
 ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][0-9A-Za-z]|\x1b[=>]")
 TOPO_CODE_RE = re.compile(r"^(?:X|SYS|SOC|NODE|PHB|PXB|PIX|PSB|NV[0-9]+)$")
+# `topo -p2p <cap>` cells (its legend): Self, Status Ok, Chipset / GPU / Topology not supported, Not supported, Unknown
+P2P_CODES = ("X", "OK", "CNS", "GNS", "TNS", "NS", "U")
 NA_VALUES = ("N/A", "[N/A]", "")
 
 
@@ -451,6 +453,44 @@ def _topo_cells(line):
     if "\t" in line:
         return [c.strip() for c in line.strip(" \n").split("\t")]
     return line.split()
+
+
+def parse_topo_p2p(text):
+    """Parse `nvidia-smi topo -p2p <r|w|n|a|p>`, the P2P status of every GPU pair (NVML's
+    nvmlDeviceGetP2PStatus; n is NVLink).
+
+    {"devices": ["GPU0", ...], "status": {"GPU0": {"GPU1": "OK", ...}, ...}} with the codes of the
+    legend (OK, CNS, GNS, TNS, NS, U). The header's terminal escape codes are ignored. A missing
+    header or row, a row of the wrong width, a code not in the legend or X off the diagonal is a
+    ParseError.
+    """
+    what = "topo -p2p"
+    lines = [ln for ln in _text(text, what).split("\n")]
+    header_idx = next((i for i, ln in enumerate(lines) if [c for c in _topo_cells(ln) if c][:1] == ["GPU0"]), None)
+    if header_idx is None:
+        raise ParseError("%s: no header row starting with GPU0: %r" % (what, text[:200]))
+    devices = [c for c in _topo_cells(lines[header_idx]) if c]
+    if not all(re.match(r"^GPU[0-9]+$", d) for d in devices) or len(set(devices)) != len(devices):
+        raise ParseError("%s: the header is not a list of GPUs: %r" % (what, lines[header_idx].strip()))
+    status = {}
+    for line in lines[header_idx + 1 :]:
+        if not line.strip() or line.strip().startswith("Legend"):
+            break
+        cells = [c for c in _topo_cells(line) if c]
+        row = cells[0] if cells else ""
+        if row not in devices or row in status:
+            raise ParseError("%s: unexpected line in the matrix: %r" % (what, line[:200]))
+        values = cells[1:]
+        if len(values) != len(devices):
+            raise ParseError("%s: row %s has %d cells for %d GPUs: %r" % (what, row, len(values), len(devices), line[:200]))
+        for dev, value in zip(devices, values):
+            if value not in P2P_CODES or (dev == row) != (value == "X"):
+                raise ParseError("%s: %s to %s is %r (codes: %s; X on the diagonal only)" % (what, row, dev, value, ", ".join(P2P_CODES)))
+        status[row] = {dev: value for dev, value in zip(devices, values) if dev != row}
+    missing = [d for d in devices if d not in status]
+    if missing:
+        raise ParseError("%s: the matrix has no row for %s (output cut short?)" % (what, ", ".join(missing)))
+    return {"devices": devices, "status": status}
 
 
 def parse_topo_m(text):

@@ -26,7 +26,7 @@ def test_check_mode_on_a_fresh_node_lists_the_changes_and_makes_none(fresh_node,
     recap = res.recap[fresh_node]
     assert recap["unreachable"] == 0 and recap["failed"] == 0 and recap["changed"] >= 10
     out = " ".join(res.stdout.split())
-    assert "would install nvidia-driver-550, nvidia-fabricmanager-550 at 550.127.05" in out
+    assert "would install nvidia-driver-535, nvidia-fabricmanager-535 at 535.247.01" in out
     assert "+run /usr/local/sbin/mlnx_qos -i ens1np0 --trust dscp --pfc 0,0,0,1,0,0,0,0" in res.stdout
     assert "+net.ipv4.tcp_rmem = 4096 87380 134217728" in res.stdout
     assert "UNHEALTHY (check mode: the state before this run" in out
@@ -38,7 +38,7 @@ def test_runfile_checksum_mismatch_fails_naming_the_url_and_changes_nothing(fres
     res = fresh_playbook(tmp_path, *RUNFILE, "-e", "nvidia_driver_runfile_sha256=" + "0" * 64)
     assert res.returncode != 0 and res.recap[fresh_node]["failed"] == 1
     out = " ".join(res.stdout.split())
-    assert "nvidia_driver_runfile_url http://10.89.77.2/vendor/runfile/NVIDIA-Linux-x86_64-550.127.05.run could not be fetched" in out
+    assert "nvidia_driver_runfile_url http://10.89.77.2/vendor/runfile/NVIDIA-Linux-x86_64-535.247.01.run could not be fetched" in out
     assert "does not match nvidia_driver_runfile_sha256 " + "0" * 64 in out
     assert res.recap[fresh_node]["changed"] == 0 and node_state(fresh_node) == before
 
@@ -48,8 +48,8 @@ def test_runfile_install_on_a_fresh_node_then_skipped(fresh_node, tmp_path):
     assert first.returncode == 0, first.stdout[-3000:]
     assert on_node(fresh_node, "nvidia-smi", "-L").stdout.count("NVIDIA H100 80GB HBM3") == 8
     pkgs = on_node(fresh_node, "dpkg-query", "-W", "-f", "${Package} ${Version} ${Status}\\n").stdout
-    assert "nvidia-driver-550" not in pkgs  # the driver came from the runfile
-    assert "nvidia-fabricmanager-550 550.127.05-1 hold ok installed" in pkgs  # at the runfile's version, held
+    assert "nvidia-driver-535" not in pkgs  # the driver came from the runfile
+    assert "nvidia-fabricmanager-535 535.247.01-1 hold ok installed" in pkgs  # at the runfile's version, held
     again = fresh_playbook(tmp_path, *RUNFILE)
     assert again.returncode == 0 and again.recap[fresh_node]["changed"] == 0, again.stdout[-3000:]
     assert "TASK [nvidia_driver : Run the NVIDIA installer" in again.stdout and "skipping: [%s]" % fresh_node in again.stdout

@@ -70,14 +70,30 @@ def test_nvlink_health_fabric_in_progress_and_link_errors(tmp_path, monkeypatch,
     assert errors == ["GPU 1 (%s) link 2" % res["gpus"][1]["uuid"]] * 2  # replay and CRC
 
 
-def test_nvlink_health_topology_check_reports_that_topo_m_cannot_run_in_the_lab(tmp_path, monkeypatch, capsys):
-    """The real 535 binary computes `topo -m` through NVML's private export table, which the lab
-    NVML does not provide: the module fails naming the command and nvidia-smi's own message."""
+def test_nvlink_health_topology_check_reads_the_nvlink_p2p_matrix(tmp_path, monkeypatch, capsys):
+    """The topology check reads `topo -p2p n` (public NVML P2P status): every GPU pair OK on a
+    healthy NVSwitch node; a GPU whose links are all down is NS to every peer. (`topo -m` needs
+    NVML's private export table, which the lab NVML does not model.)"""
     sim = Sim(tmp_path)
     monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
     res = run_module(nvlink_health, dict(H100, check_topology=True), sim, monkeypatch, capsys)
-    assert res["failed"] and res["rc"] == 255
-    assert res["msg"].startswith("nvidia-smi topo -m failed:") and "Failed to run topology matrix" in res["msg"]
+    assert not [f for f in res["findings"] if f["check"].startswith("nvlink_p2p")], res["findings"]
+    sim.run("hwsim", "fault", "add", "gpu_links_all_inactive", "gpu=2")
+    res = run_module(nvlink_health, dict(H100, check_topology=True), sim, monkeypatch, capsys)
+    p2p = sorted(f["component"] for f in res["findings"] if f["check"] == "nvlink_p2p")
+    assert p2p == sorted(["GPU2-GPU%d" % j for j in range(8) if j != 2] + ["GPU%d-GPU2" % i for i in range(8) if i != 2])
+    assert all(f["observed"] == "NS" for f in res["findings"] if f["check"] == "nvlink_p2p")
+
+
+def test_nvlink_health_a_failing_query_is_a_finding_not_a_pass(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path, driver=None)  # installed nothing loaded: nvidia-smi exits 9 for every query
+    monkeypatch.setattr(nvlink_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
+    res = run_module(nvlink_health, dict(H100, check_topology=True), sim, monkeypatch, capsys)
+    assert not res["healthy"] and not res.get("failed")
+    not_run = {f["check"]: f for f in res["findings"] if f.get("not_run")}
+    assert set(not_run) == {"nvlink_not_run", "nvlink_errors_not_run", "nvlink_p2p_not_run", "fabric_not_run"}
+    assert not_run["nvlink_not_run"]["evidence"]["rc"] == 9
+    assert "couldn't communicate with the NVIDIA driver" in not_run["nvlink_not_run"]["evidence"]["stdout"]
 
 
 def test_rdma_health_port_down(tmp_path, monkeypatch, capsys):

@@ -426,3 +426,32 @@ def test_gpu_list_rejects_other_text():
     assert n.parse_gpu_list("No devices were found\n") == []
     with pytest.raises(n.ParseError):
         n.parse_gpu_list("Failed to initialize NVML: Driver/library version mismatch\n")
+
+
+def test_topo_p2p_on_real_captures():
+    ok = n.parse_topo_p2p(fixture("nvidia-smi-topo-p2p", "h100-8gpu-p2p-read-all-ok"))
+    assert ok["devices"] == ["GPU%d" % i for i in range(8)]
+    assert all(v == "OK" for row in ok["status"].values() for v in row.values())
+    assert len(ok["status"]["GPU3"]) == 7 and "GPU3" not in ok["status"]["GPU3"]
+    l4 = n.parse_topo_p2p(fixture("nvidia-smi-topo-p2p", "l4-2gpu-p2p-read-chipset-not-supported"))
+    assert l4["status"] == {"GPU0": {"GPU1": "CNS"}, "GPU1": {"GPU0": "CNS"}}
+
+
+def test_topo_p2p_reads_the_real_binary_layout_tabs_and_underlined_header():
+    text = " \t\x1b[4mGPU0\tGPU1\t\x1b[0m\n GPU0\tX\tNS\t\n GPU1\tNS\tX\t\n\nLegend:\n\n  X    = Self\n"
+    assert n.parse_topo_p2p(text)["status"] == {"GPU0": {"GPU1": "NS"}, "GPU1": {"GPU0": "NS"}}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "        GPU0    GPU1\n GPU0   X       OK\n",  # cut short: no row for GPU1
+        "        GPU0    GPU1\n GPU0   X       OK\n GPU1   OK      OK\n",  # no X on the diagonal
+        "        GPU0    GPU1\n GPU0   X       NV12\n GPU1   NV12    X\n",  # a topo -m code, not a P2P status
+        "        GPU0    GPU1\n GPU0   X\n GPU1   OK      X\n",  # short row
+    ],
+)
+def test_topo_p2p_refuses_what_it_cannot_read(text):
+    with pytest.raises(n.ParseError):
+        n.parse_topo_p2p(text)

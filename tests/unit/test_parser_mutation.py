@@ -29,6 +29,7 @@ PARSERS = {
     "nvidia-smi-q-x": [(n.parse_query_xml, n.ParseError)],
     "nvidia-smi-query-gpu": [(n.parse_query_gpu_csv, n.ParseError)],
     "nvidia-smi-topo-m": [(n.parse_topo_m, n.ParseError)],
+    "nvidia-smi-topo-p2p": [(n.parse_topo_p2p, n.ParseError)],
     "nvidia-smi-L": [(n.parse_gpu_list, n.ParseError)],
     "ibstat": [(r.parse_ibstat, r.ParseError)],
     "ibstatus": [(r.parse_ibstatus, r.ParseError)],
