@@ -19,7 +19,14 @@ CASES = [
     (("pfc_off", "ca=mlx5_6"), "mlx5_6/1 (ens7np0): PFC not enabled on lossless priority 3 (no rx_prio3_pause counter)"),
     (("roce_mtu_1024", "ca=mlx5_0"), "mlx5_0/1 (ens1np0): RoCE active MTU 1024 with netdev MTU 9000, expected 4096"),
     (("pause_storm", "ca=mlx5_2", "count=3"), "mlx5_2/1 (ens3np0): tx_pause_storm_error_events rose to 3 (baseline 0)"),
+    # a health tool that fails is a finding, not a pass: without ib_uverbs every verbs tool fails
+    ("unload-ib_uverbs", "ibv_devinfo: the roce_mtu check could not run: ibv_devinfo failed"),
 ]
+# actions on the victim that are not hwsim faults: (do, undo)
+ACTIONS = {
+    "stop-fabricmanager": (["systemctl", "stop", "nvidia-fabricmanager"], ["systemctl", "start", "nvidia-fabricmanager"]),
+    "unload-ib_uverbs": (["modprobe", "-r", "ib_uverbs"], ["modprobe", "ib_uverbs"]),
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -33,15 +40,15 @@ def fresh_verdicts_afterwards(converged):
 @pytest.mark.parametrize(("fault", "needle"), CASES, ids=[c[0] if isinstance(c[0], str) else c[0][0] for c in CASES])
 def test_fault_excludes_only_the_faulted_node(converged, gpu_nodes, faulted, fault, needle):
     victim = gpu_nodes[0]  # an HGX H100 node with NVSwitches and 8 RoCE ports
-    if fault == "stop-fabricmanager":
-        lab("exec", victim, "systemctl", "stop", "nvidia-fabricmanager")
+    if fault in ACTIONS:
+        lab("exec", victim, *ACTIONS[fault][0])
     else:
         faulted(victim, *fault)
     try:
         res = playbook("playbooks/health.yml")
     finally:
-        if fault == "stop-fabricmanager":
-            lab("exec", victim, "systemctl", "start", "nvidia-fabricmanager")
+        if fault in ACTIONS:
+            lab("exec", victim, *ACTIONS[fault][1])
     assert res.returncode != 0
     assert res.recap[victim]["failed"] == 1
     assert all(res.recap[n]["failed"] == 0 for n in gpu_nodes if n != victim)

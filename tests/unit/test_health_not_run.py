@@ -68,3 +68,19 @@ def test_healthy_when_every_tool_answers(tmp_path, monkeypatch, capsys):
     res = run(Sim(tmp_path), monkeypatch, capsys)
     # the simulator starts with PFC off: only the PFC finding, no check that did not run
     assert not [f for f in res["findings"] if f.get("not_run")]
+
+
+def test_without_ib_uverbs_ibv_devinfo_fails_as_libibverbs_does_and_the_mtu_check_says_so(tmp_path, monkeypatch, capsys):
+    """libibverbs needs the uverbs class (rdma-core libibverbs/init.c check_abi_version): with
+    ib_uverbs unloaded ibv_devinfo fails with ENOSYS (examples/devinfo.c: perror, return -1)."""
+    sim = Sim(tmp_path)
+    sim.run("modprobe", "-r", "ib_uverbs")
+    res = sim.run("ibv_devinfo", check=False)
+    assert res.returncode == 255 and res.stderr == "Failed to get IB devices list: Function not implemented\n"
+    found = run(sim, monkeypatch, capsys)
+    mtu = [f for f in found["findings"] if f["check"] == "roce_mtu_not_run"]
+    assert mtu and mtu[0]["evidence"]["rc"] == 255 and "Function not implemented" in mtu[0]["evidence"]["stderr"]
+    sim.run("modprobe", "ib_uverbs")
+    assert sim.run("ibv_devinfo").startswith("hca_id:")
+    sim.run("hwsim", "fault", "add", "rdma_port_down", "ca=mlx5_1")  # a fault's re-render keeps the loaded module's tree
+    assert sim.run("ibv_devinfo").startswith("hca_id:")

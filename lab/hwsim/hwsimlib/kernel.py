@@ -57,6 +57,8 @@ KERNEL_MODULES = {
 }
 # loaded by the hardware (PCI/auxiliary device probe) at every boot, before modules-load.d
 BOOT_MODULES = ("mlx5_core", "ib_core", "mlx5_ib", "ib_uverbs")
+# drivers/infiniband/core/uverbs_main.c: IB_USER_VERBS_ABI_VERSION, the class attribute abi_version
+UVERBS_ABI = 6
 
 
 def loaded_modules():
@@ -105,6 +107,14 @@ def load_module(name, cli_opts=None):
             port = os.path.join(SYSFS, "kernel/config/rdma_cm", nic["ca"], "ports/1")
             write_file(os.path.join(port, "default_roce_mode"), "RoCE v2")
             write_file(os.path.join(port, "default_roce_tos"), 0)
+    if name == "ib_uverbs":
+        # the uverbs class libibverbs looks for first (rdma-core libibverbs/init.c check_abi_version:
+        # without class/infiniband_verbs/abi_version every verbs tool fails with ENOSYS)
+        verbs = os.path.join(SYSFS, "class/infiniband_verbs")
+        write_file(os.path.join(verbs, "abi_version"), UVERBS_ABI)
+        for i, nic in enumerate(sorted(profile()["nics"], key=lambda n: n["ca"])):
+            write_file(os.path.join(verbs, "uverbs%d" % i, "ibdev"), nic["ca"])
+            write_file(os.path.join(verbs, "uverbs%d" % i, "abi_version"), 1)
     mods.append(name)
     save_json(os.path.join(RUN, "modules.json"), mods)
     return 0
@@ -122,6 +132,8 @@ def modprobe(args):
             if name in mods:
                 mods.remove(name)
                 shutil.rmtree(os.path.join(SYSFS, "module", name), ignore_errors=True)
+                if name == "ib_uverbs":
+                    shutil.rmtree(os.path.join(SYSFS, "class/infiniband_verbs"), ignore_errors=True)
         save_json(os.path.join(RUN, "modules.json"), mods)
         return 0
     name = words[0].replace("-", "_")

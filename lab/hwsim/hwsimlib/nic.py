@@ -56,6 +56,11 @@ MTU_CODE = {256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 
 
 def ibv_devinfo(args):
+    # libibverbs first checks the uverbs ABI (rdma-core libibverbs/init.c): without ib_uverbs
+    # loaded ibv_get_device_list() fails with ENOSYS and devinfo.c perror()s and returns -1
+    if not os.path.exists(os.path.join(SYSFS, "class/infiniband_verbs/abi_version")):
+        sys.stderr.write("Failed to get IB devices list: Function not implemented\n")
+        return 255
     nics = _cas()
     if "-d" in args:
         nics = [n for n in nics if n["ca"] == args[args.index("-d") + 1]]

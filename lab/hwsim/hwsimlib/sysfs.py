@@ -227,6 +227,10 @@ def sysfs_read(rel, default=""):
         return default
 
 
+# what modules loaded at runtime added to the tree (kept across a fault's re-render)
+RUNTIME_TREES = ("module/", "kernel/config/", "class/infiniband_verbs/")
+
+
 def render_sysfs_keep_runtime():
     """Re-render after a fault change, keeping runtime-written files (ECN, MTU, traffic class)."""
     keep = {}
@@ -234,11 +238,11 @@ def render_sysfs_keep_runtime():
         for name in files:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, SYSFS)
-            if "/ecn/" in rel or rel.endswith("/mtu") or rel.endswith("traffic_class") or rel.startswith(("module/", "kernel/config/")):
+            if "/ecn/" in rel or rel.endswith("/mtu") or rel.endswith("traffic_class") or rel.startswith(RUNTIME_TREES):
                 with open(path) as fh:
                     keep[rel] = fh.read()
     render_sysfs()
     for rel, value in keep.items():
         path = os.path.join(SYSFS, rel)
-        if os.path.exists(path) or rel.startswith(("module/", "kernel/config/")):
+        if os.path.exists(path) or rel.startswith(RUNTIME_TREES):
             write_file(path, value.rstrip("\n"))
