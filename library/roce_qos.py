@@ -14,6 +14,12 @@ description:
   - Reads the port back with C(mlnx_qos -i) and sysfs first, plans every port, fails before
     any change when a request is impossible, then changes only the differences. Check mode and
     diff are supported. A port that rejects a setting is reported in C(rejected), not fatal.
+  - Calls to mlnx_qos follow what the tool and the mlx5 kernel do with them (lab/hwsim/MLNX_QOS.md in
+    the rackforge repository). C(--cable_len) always travels with C(--pfc) (older mlnx_qos sent PFC off
+    with a cable length alone); buffer sizes and the priority-to-buffer map go in calls of their own,
+    sizes first, ordered so that every lossless buffer holds the kernel minimum after each call.
+  - Manual buffers are at least what the mlx5 kernel accepts, xoff + max(netdev max_mtu, 9216) + 128
+    bytes in 384-byte units; the netdev's max_mtu is read with C(ip -d -j link show).
   - Returns the full command list for a boot-time unit in C(boot_commands) (QoS is lost on reboot).
 options:
   interfaces:
@@ -32,13 +38,17 @@ options:
   ecn: {description: Enable ECN (roce_np and roce_rp) on the lossless priority., type: bool, default: true}
   cnp_dscp: {description: DSCP of congestion notification packets (0..63)., type: int, default: 48}
   cnp_priority: {description: 802.1p priority of CNPs (0..7)., type: int, default: 6}
-  cable_len_m: {description: Cable length for the PFC headroom (1..1000 m)., type: int, default: 7}
+  cable_len_m: {description: Cable length for the PFC headroom (1..999 m; the mlx5 kernel ignores 1000 and more)., type: int, default: 7}
   buffer_mode:
     description: auto lets the firmware size buffers from the cable length; manual sets them.
     type: str
     default: auto
     choices: [auto, manual]
-  lossless_buffer_bytes: {description: Manual mode lossless buffer; default the computed minimum., type: int}
+  lossless_buffer_bytes:
+    description: >-
+      Manual mode lossless buffer, rounded up to 384-byte units; at least the mlx5 minimum
+      (xoff + max(max_mtu, 9216) + 128 bytes), which is also the default.
+    type: int
   speed_gbps: {description: Link speed when sysfs does not report one., type: int}
   mtu: {description: Netdev MTU (1500..9978); null leaves it to the OS network config., type: int}
   traffic_class: {description: ToS of non-RDMA-CM traffic (MLNX_OFED tc/1/traffic_class); null leaves it., type: int}
@@ -54,7 +64,9 @@ interfaces:
   type: list
   returned: always
 rejected:
-  description: Ports whose read-back differs from what was set (they refused a setting).
+  description: >-
+    Ports that refused a setting: {netdev, ca, problems, command, rc, stdout, stderr}, command and
+    its rc/stdout/stderr being the mlnx_qos call that failed (null when only the read-back differs).
   type: list
   returned: always
 boot_commands:
@@ -72,7 +84,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, read_file, run_concurrently
 from ansible.module_utils.rackforge.netmath import NetMathError
 from ansible.module_utils.rackforge.rdma import ParseError, parse_mlnx_qos
-from ansible.module_utils.rackforge.roce import PlanError, plan_port, read_value, sysfs_paths
+from ansible.module_utils.rackforge.roce import PlanError, link_max_mtu, plan_port, read_value, sysfs_paths
 
 
 def discover(root, wanted, exclude):
@@ -119,7 +131,7 @@ def main():
         "lossless_priority": (0, 7),
         "cnp_priority": (0, 7),
         "cnp_dscp": (0, 63),
-        "cable_len_m": (1, 1000),
+        "cable_len_m": (1, 999),
         "mtu": (1500, 9978),
         "traffic_class": (0, 255),
         "rdma_cm_tos": (0, 255),
@@ -137,16 +149,35 @@ def main():
     if not ports:
         module.fail_json(msg="no mlx5 Ethernet (RoCE) port found under %s/class/infiniband" % p["sysfs_root"])
 
-    # plan every port before changing any; the ports' mlnx_qos reads run at the same time
+    manual = p["buffer_mode"] == "manual"
+    ip = module.get_bin_path("ip") if manual else None
+    if manual and not ip:
+        module.fail_json(msg="ip (iproute2) not found: buffer_mode manual needs each netdev's max_mtu (ip -d -j link show)")
+
+    # plan every port before changing any; the ports' reads run at the same time
+    argvs = [[mlnx_qos, "-i", netdev] for _, netdev in ports]
+    if manual:
+        argvs += [[ip, "-d", "-j", "link", "show", "dev", netdev] for _, netdev in ports]
+    reads = run_concurrently(module, argvs, environ_update=C_ENV)
     plans = []
-    reads = run_concurrently(module, [[mlnx_qos, "-i", netdev] for _, netdev in ports], environ_update=C_ENV)
-    for (ca, netdev), (rc, out, err) in zip(ports, reads):
+    for i, (ca, netdev) in enumerate(ports):
+        rc, out, err = reads[i]
         if rc != 0:
-            module.fail_json(msg="mlnx_qos -i %s failed: %s" % (netdev, (out + err).strip()))
+            module.fail_json(msg="mlnx_qos -i %s failed (rc %s): %s" % (netdev, rc, (out + err).strip()), rc=rc, stdout=out, stderr=err)
         try:
             qos = parse_mlnx_qos(out)
         except ParseError as exc:
-            module.fail_json(msg="could not parse mlnx_qos -i %s: %s" % (netdev, exc))
+            module.fail_json(msg="could not parse mlnx_qos -i %s: %s" % (netdev, exc), rc=rc, stdout=out, stderr=err)
+        max_mtu = None
+        if manual:
+            rc, out, err = reads[len(ports) + i]
+            if rc != 0:
+                msg = "ip -d -j link show dev %s failed (rc %s): %s" % (netdev, rc, (out + err).strip())
+                module.fail_json(msg=msg, rc=rc, stdout=out, stderr=err)
+            try:
+                max_mtu = link_max_mtu(out, netdev)
+            except PlanError as exc:
+                module.fail_json(msg=str(exc), rc=rc, stdout=out, stderr=err)
         paths = sysfs_paths(p["sysfs_root"], p["configfs_root"], ca, netdev, p["lossless_priority"])
         current = {key: read_value(key, read_file(path)) for key, path in paths.items()}
         cm_dir = os.path.join(p["configfs_root"], "rdma_cm", ca)
@@ -158,29 +189,33 @@ def main():
         if not speed:
             module.fail_json(msg="%s: link speed unknown (link down?) and speed_gbps not given" % netdev)
         try:
-            plan = plan_port(qos, current, p, speed)
+            plan = plan_port(qos, current, p, speed, max_mtu)
         except (PlanError, NetMathError) as exc:
             module.fail_json(msg="%s (%s): %s; nothing was changed" % (netdev, ca, exc))
-        plans.append((ca, netdev, speed, paths, cm_dir, needs_mkdir, plan))
+        plans.append((ca, netdev, speed, paths, cm_dir, needs_mkdir, plan, qos, max_mtu))
 
     changed, rejected, results, boot, diff_before, diff_after = False, [], [], [], {}, {}
-    for ca, netdev, speed, paths, cm_dir, needs_mkdir, plan in plans:
-        port_changed = bool(plan["mlnx_args"] or plan["writes"])
+    for ca, netdev, speed, paths, cm_dir, needs_mkdir, plan, qos, max_mtu in plans:
+        port_changed = bool(plan["calls"] or plan["writes"])
         changed = changed or port_changed
         diff_before[netdev] = plan["before"]
         diff_after[netdev] = plan["after"]
         boot.append("# %s (%s), %d Gb/s" % (netdev, ca, speed))
-        boot.append("run " + " ".join(shlex.quote(a) for a in [mlnx_qos, "-i", netdev] + plan["full_args"]))
+        for call in plan["boot_calls"]:
+            boot.append("run " + " ".join(shlex.quote(a) for a in [mlnx_qos, "-i", netdev, *call]))
         if "roce_mode" in plan["full_writes"] or "roce_tos" in plan["full_writes"]:
             boot.append("run mkdir -p %s" % shlex.quote(cm_dir))
         for key, value in plan["full_writes"].items():
             boot.append("put %s %s" % (shlex.quote(str(value)), shlex.quote(paths[key])))
-        problems = []
+        problems, failed = [], None
         if port_changed and not module.check_mode:
-            if plan["mlnx_args"]:
-                rc, out, err = module.run_command([mlnx_qos, "-i", netdev] + plan["mlnx_args"], environ_update=C_ENV)
+            for call in plan["calls"]:  # in order: each one relies on the ones before it
+                argv = [mlnx_qos, "-i", netdev, *call]
+                rc, out, err = module.run_command(argv, environ_update=C_ENV)
                 if rc != 0:
-                    problems.append("mlnx_qos %s: %s" % (" ".join(plan["mlnx_args"]), (out + err).strip()))
+                    failed = {"command": argv, "rc": rc, "stdout": out, "stderr": err}
+                    problems.append("mlnx_qos %s: rc %s: %s" % (" ".join(call), rc, ((out + err).strip().splitlines() or [""])[-1]))
+                    break
             if needs_mkdir and ("roce_mode" in plan["writes"] or "roce_tos" in plan["writes"]):
                 os.makedirs(cm_dir, exist_ok=True)
             for key, value in plan["writes"].items():
@@ -191,15 +226,24 @@ def main():
                     problems.append("%s: %s" % (paths[key], exc.strerror))
             # read back: a port that silently refuses (firmware, DCBX owned by the switch) shows here
             rc, out, err = module.run_command([mlnx_qos, "-i", netdev], environ_update=C_ENV)
-            now = parse_mlnx_qos(out) if rc == 0 else {}
+            now = {}
+            try:
+                now = parse_mlnx_qos(out) if rc == 0 else {}
+            except ParseError as exc:
+                problems.append("mlnx_qos -i %s reads back unparsable text: %s" % (netdev, exc))
+            if rc != 0:
+                problems.append("mlnx_qos -i %s read-back failed: rc %s: %s" % (netdev, rc, (out + err).strip()))
+                failed = failed or {"command": [mlnx_qos, "-i", netdev], "rc": rc, "stdout": out, "stderr": err}
             for key in ("trust", "pfc", "cable_len", "buffer_size", "prio2buffer"):
-                if key in plan["after"] and now.get(key) != plan["after"][key]:
+                if now and key in plan["after"] and now.get(key) != plan["after"][key]:
                     problems.append("%s reads back %s, set %s" % (key, now.get(key), plan["after"][key]))
             for key, value in plan["writes"].items():
                 if read_value(key, read_file(paths[key])) != value:
                     problems.append("%s reads back %s, set %s" % (key, read_file(paths[key]), value))
         if problems:
-            rejected.append({"netdev": netdev, "ca": ca, "problems": problems})
+            entry = {"netdev": netdev, "ca": ca, "problems": problems, "command": None, "rc": None, "stdout": "", "stderr": ""}
+            entry.update(failed or {})
+            rejected.append(entry)
         results.append(
             {
                 "ca": ca,
@@ -209,6 +253,9 @@ def main():
                 "lossless_buffer_bytes": plan["lossless_buffer"],
                 "changed": port_changed,
                 "mlnx_qos_args": plan["mlnx_args"],
+                "mlnx_qos_calls": plan["calls"],
+                "max_mtu": max_mtu,
+                "buffer_total": qos.get("buffer_total"),
                 "sysfs_changes": plan["writes"],
                 "unsupported": plan["unsupported"],
             }

@@ -1,8 +1,11 @@
 """Network arithmetic shared by the roce_qos module and the filter plugins (pure functions).
 
-PFC headroom follows the mlx5 buffer formula (NVIDIA's "lossless RoCE" buffer guidance):
-xoff = (301 + 2.16 * cable_m) * Gbps + 2.72 * MTU bytes, with the speed floored at 40 Gb/s;
-the lossless receive buffer must hold xoff + MTU + 128 bytes, in 128-byte cells.
+PFC headroom is the mlx5 driver's own (drivers/net/ethernet/mellanox/mlx5/core/en/port_buffer.c,
+calculate_xoff, in the kernel's integer arithmetic): xoff = (301 + 216 * cable_m / 100) * Mb/s /
+1000 + 272 * MTU / 100, with the speed floored at 40 Gb/s. A lossless receive buffer smaller than
+xoff + max(netdev max_mtu, 9216) + one buffer cell makes the kernel refuse the change with ENOMEM
+(update_xoff_threshold); the mlx5 kernel ignores a cable length of 1000 m or more. Facts and
+source lines: lab/hwsim/MLNX_QOS.md.
 """
 
 from __future__ import annotations
@@ -10,9 +13,15 @@ from __future__ import annotations
 import math
 
 SPEED_FLOOR_GBPS = 40
-CABLE_RANGE_M = (1, 1000)
+CABLE_RANGE_M = (1, 999)  # MLX5E_MAX_CABLE_LENGTH is 1000: the kernel ignores longer ones
 MTU_RANGE = (1500, 9978)  # mlx5 max_mtu
-CELL_BYTES = 128
+MAX_MTU_RANGE = (68, 65535)  # any netdev's max_mtu (ETH_MIN_MTU..ETH_MAX_MTU)
+MINIMUM_MAX_MTU = 9216  # port_buffer.c: the kernel uses max(netdev max_mtu, this)
+CELL_BYTES = 128  # the default buffer cell (1 << MLX5E_BUFFER_CELL_SHIFT), the largest reported
+# Buffer sizes rackforge asks for are whole multiples of this: a whole number of cells for the
+# 128-byte cell and for the 96-byte cell some ports report (their sizes are multiples of 96), so
+# the register (which counts cells) stores exactly what was asked and reads it back unchanged.
+BUFFER_UNIT_BYTES = 384
 
 
 class NetMathError(ValueError):
@@ -30,19 +39,26 @@ def _check(name, value, low, high, unit=""):
 
 
 def pfc_headroom(speed_gbps, cable_m=7, mtu=9000):
-    """Bytes of xoff headroom a lossless priority needs (mlx5 formula, speed floored at 40G)."""
+    """Bytes of xoff headroom the mlx5 kernel reserves for a lossless buffer (calculate_xoff)."""
     speed = _check("speed_gbps", speed_gbps, 1, 1600, " Gb/s")
-    cable = _check("cable_m", cable_m, CABLE_RANGE_M[0], CABLE_RANGE_M[1], " m")
-    mtu_ = _check("mtu", mtu, MTU_RANGE[0], MTU_RANGE[1], " bytes")
-    speed = max(speed, SPEED_FLOOR_GBPS)
-    # round first: 2.16 * 7 is 15.120000000000001 in binary floating point
-    return math.ceil(round((301 + 2.16 * cable) * speed + 2.72 * mtu_, 6))
+    cable = int(_check("cable_m", cable_m, CABLE_RANGE_M[0], CABLE_RANGE_M[1], " m"))
+    mtu_ = int(_check("mtu", mtu, MTU_RANGE[0], MTU_RANGE[1], " bytes"))
+    speed_mbps = int(max(speed, SPEED_FLOOR_GBPS) * 1000)
+    return (301 + 216 * cable // 100) * speed_mbps // 1000 + 272 * mtu_ // 100
 
 
-def pfc_lossless_buffer(speed_gbps, cable_m=7, mtu=9000):
-    """Smallest lossless receive buffer (bytes, whole 128-byte cells): xoff + MTU + 128."""
-    need = pfc_headroom(speed_gbps, cable_m, mtu) + int(mtu) + CELL_BYTES
-    return math.ceil(need / float(CELL_BYTES)) * CELL_BYTES
+def buffer_units(nbytes):
+    """nbytes rounded up to whole BUFFER_UNIT_BYTES."""
+    return math.ceil(int(nbytes) / float(BUFFER_UNIT_BYTES)) * BUFFER_UNIT_BYTES
+
+
+def pfc_lossless_buffer(speed_gbps, cable_m=7, mtu=9000, max_mtu=MINIMUM_MAX_MTU):
+    """Smallest lossless receive buffer the mlx5 kernel accepts, in whole 384-byte units:
+    xoff + max(max_mtu, 9216) + 128. max_mtu is the netdev's (`ip -d -j link show`); the
+    default 9216 gives the floor every port needs."""
+    headroom = pfc_headroom(speed_gbps, cable_m, mtu)
+    top = int(_check("max_mtu", max_mtu, MAX_MTU_RANGE[0], MAX_MTU_RANGE[1], " bytes"))
+    return buffer_units(headroom + max(top, MINIMUM_MAX_MTU) + CELL_BYTES)
 
 
 def dscp_to_tos(dscp, ecn=2):

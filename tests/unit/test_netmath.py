@@ -14,25 +14,26 @@ import rackforge as rackforge_net
 
 F = rackforge_net.FilterModule().filters()
 
-# xoff = (301 + 2.16 * cable_m) * max(Gbps, 40) + 2.72 * MTU, worked out by hand for this table
-# (e.g. 25G, 3 m, 4200: (301 + 6.48) * 40 + 11424 = 23723.2 -> 23724; 400G, 100 m, 9000:
-# 517 * 400 + 24480 = 231280). 100G, 7 m, 9000 is the 56.1 KB of the mlx5 guidance.
+# The mlx5 kernel's xoff (en/port_buffer.c calculate_xoff, integer arithmetic):
+# (301 + 216 * cable_m // 100) * max(Gb/s, 40) + 272 * MTU // 100, worked out by hand for this
+# table: e.g. 25G, 3 m, 4200: (301 + 6) * 40 + 11424 = 23704; 400G, 30 m, 9000: (301 + 64) * 400
+# + 24480 = 170480 (the guide's float formula says 170800: the kernel truncates 2.16 * 30).
 HEADROOM = {
-    (25, 3): (23724, 36780),
-    (25, 7): (24069, 37125),
-    (25, 30): (26056, 39112),
+    (25, 3): (23704, 36760),
+    (25, 7): (24064, 37120),
+    (25, 30): (26024, 39080),
     (25, 100): (32104, 45160),
-    (100, 3): (42172, 55228),
-    (100, 7): (43036, 56092),
-    (100, 30): (48004, 61060),
+    (100, 3): (42124, 55180),
+    (100, 7): (43024, 56080),
+    (100, 30): (47924, 60980),
     (100, 100): (63124, 76180),
-    (200, 3): (72920, 85976),
-    (200, 7): (74648, 87704),
-    (200, 30): (84584, 97640),
+    (200, 3): (72824, 85880),
+    (200, 7): (74624, 87680),
+    (200, 30): (84424, 97480),
     (200, 100): (114824, 127880),
-    (400, 3): (134416, 147472),
-    (400, 7): (137872, 150928),
-    (400, 30): (157744, 170800),
+    (400, 3): (134224, 147280),
+    (400, 7): (137824, 150880),
+    (400, 30): (157424, 170480),
     (400, 100): (218224, 231280),
 }
 
@@ -47,20 +48,29 @@ def test_speed_is_floored_at_40g():
 
 
 def test_defaults_are_7m_and_mtu_9000():
-    assert F["pfc_headroom"](100) == 56092
+    assert F["pfc_headroom"](100) == 56080
 
 
-def test_lossless_buffer_holds_xoff_mtu_and_a_cell():
-    # 56092 + 9000 + 128 = 65220 -> 510 cells of 128 bytes = 65280
-    assert F["pfc_lossless_buffer"](100, 7, 9000) == 65280
-    assert F["pfc_lossless_buffer"](400, 100, 9000) % 128 == 0
+def test_lossless_buffer_is_the_kernel_minimum_in_384_byte_units():
+    # xoff + max(max_mtu, 9216) + 128: 56080 + 9216 + 128 = 65424 -> 171 x 384 = 65664
+    assert F["pfc_lossless_buffer"](100, 7, 9000) == 65664
+    # a ConnectX port's max_mtu 9978: 56080 + 9978 + 128 = 66186 -> 173 x 384 = 66432
+    assert F["pfc_lossless_buffer"](100, 7, 9000, 9978) == 66432
+    # a veth's max_mtu 65535 (the lab's netdevs): 56080 + 65535 + 128 = 121743 -> 318 x 384 = 122112
+    assert F["pfc_lossless_buffer"](100, 7, 9000, 65535) == 122112
+    # below 9216 the kernel still reserves 9216
+    assert F["pfc_lossless_buffer"](100, 7, 9000, 1500) == F["pfc_lossless_buffer"](100, 7, 9000)
+    for cable in (3, 30, 100, 999):
+        need = F["pfc_lossless_buffer"](400, cable, 9000, 9978)
+        assert need % 128 == 0 and need % 96 == 0
+        assert 0 <= need - (F["pfc_headroom"](400, cable, 9000) + 9978 + 128) < 384
 
 
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        ((100, 0, 9000), "cable_m must be in 1..1000 m, got 0"),
-        ((100, 5000, 9000), "cable_m must be in 1..1000 m, got 5000"),
+        ((100, 0, 9000), "cable_m must be in 1..999 m, got 0"),
+        ((100, 1000, 9000), "cable_m must be in 1..999 m, got 1000"),
         ((100, 7, 900), "mtu must be in 1500..9978 bytes, got 900"),
         (("fast", 7, 9000), "speed_gbps must be a number"),
     ],
@@ -68,6 +78,11 @@ def test_lossless_buffer_holds_xoff_mtu_and_a_cell():
 def test_bad_input_names_the_parameter(args, needle):
     with pytest.raises(AnsibleFilterError, match=needle):
         F["pfc_headroom"](*args)
+
+
+def test_bad_max_mtu_names_the_parameter():
+    with pytest.raises(AnsibleFilterError, match=re.escape("max_mtu must be in 68..65535 bytes, got 70000")):
+        F["pfc_lossless_buffer"](100, 7, 9000, 70000)
 
 
 def test_dscp_to_tos():

@@ -93,9 +93,11 @@ def _roce_ports(host):
     return [n["netdev"] for n in profile(host)["nics"] if n["role"] == "rdma"]
 
 
-# lossless buffer = xoff + MTU 9000 + 128 B in 128-byte cells, 7 m cable:
-# 400G: 150928 + 9128 = 160056 -> 160128; 100G: 56092 + 9128 = 65220 -> 65280
-LOSSLESS_BUFFER = {400: 160128, 100: 65280}
+# lossless buffer = the mlx5 kernel's floor, xoff + max(netdev max_mtu, 9216) + 128 B, in
+# 384-byte units (netmath.pfc_lossless_buffer), 7 m cable, MTU 9000. The lab's netdevs are real
+# veths, whose max_mtu is 65535 (a ConnectX port has 9978): 400G: 150880 + 65535 + 128 ->
+# 216576; 100G: 56080 + 65535 + 128 -> 122112
+LOSSLESS_BUFFER = {400: 216576, 100: 122112}
 
 
 def test_roce_ports_lossless_on_priority_3(host):
@@ -104,7 +106,7 @@ def test_roce_ports_lossless_on_priority_3(host):
     for netdev in _roce_ports(host):
         qos = host.check_output("mlnx_qos -i %s" % netdev)
         lossless = LOSSLESS_BUFFER[rate[netdev]]
-        assert "Receive buffer size (bytes): %d,%d,0,0,0,0,0,0," % (262016 - lossless, lossless) in qos
+        assert "Receive buffer size (bytes): %d,%d,0,0,0,0,0,0,max_buffer_size=262016" % (262016 - lossless, lossless) in qos
         assert "buffer      0   0   0   1   0   0   0   0" in qos
         assert "Priority trust state: dscp" in qos
         assert "enabled     0   0   0   1   0   0   0   0" in qos, netdev
