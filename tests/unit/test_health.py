@@ -47,11 +47,12 @@ def test_error_counters_against_baseline():
     assert h.evaluate_nvlink([], 18, 26.562, errors=errors, baseline={uuid: {"1": {"crc": 7}}}) == []
 
 
-def test_topology():
-    topo = n.parse_topo_m(fixture("nvidia-smi-topo-m", "h100-8gpu-nv18-2numa"))
-    assert h.evaluate_nvlink([], 18, 26.562, topo=topo) == []
-    topo["links"]["GPU0"]["GPU3"] = "SYS"
-    assert [f["component"] for f in h.evaluate_nvlink([], 18, 26.562, topo=topo)] == ["GPU0-GPU3"]
+def test_nvlink_p2p_matrix():
+    p2p = n.parse_topo_p2p(fixture("nvidia-smi-topo-p2p", "h100-8gpu-p2p-read-all-ok"))
+    assert h.evaluate_nvlink([], 18, 26.562, p2p=p2p) == []
+    p2p["status"]["GPU0"]["GPU3"] = "NS"
+    found = h.evaluate_nvlink([], 18, 26.562, p2p=p2p)
+    assert [(f["check"], f["component"], f["observed"]) for f in found] == [("nvlink_p2p", "GPU0-GPU3", "NS")]
 
 
 FABRIC_CASES = [
