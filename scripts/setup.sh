@@ -9,6 +9,8 @@ apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg ope
 # the REAL ibstat/ibstatus that the unit tests run over the simulated sysfs tree, and the compiler
 # for the lab's sysfs redirect library (lab/sysfs_redirect; the lab nodes have no compiler)
 apt_packages+=(infiniband-diags gcc libc6-dev)
+# the headless browser that checks the fleet report (tests/unit/test_fleet_browser.py)
+apt_packages+=(chromium)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -25,14 +25,18 @@ def test_check_diff_on_converged_lab_is_clean(converged, gpu_nodes):
 def test_fleet_summary(converged, gpu_nodes, tmp_path):
     res = playbook("site.yml", report_dir=tmp_path)
     assert res.returncode == 0
-    nodes = json.loads((tmp_path / "fleet.json").read_text())["nodes"]
-    assert [n["host"] for n in nodes] == gpu_nodes
-    assert all(n["health"]["healthy"] for n in nodes)
+    report = json.loads((tmp_path / "fleet.json").read_text())
+    nodes = report["nodes"]
+    assert [n["host"] for n in nodes] == gpu_nodes  # all healthy: most severe first is by name
+    assert all(n["status"] == "healthy" and n["health"]["healthy"] for n in nodes)
+    assert report["summary"]["healthy"] == len(gpu_nodes) == report["summary"]["total"]
+    assert report["last_run"]["playbook"] == "site.yml" and report["last_run"]["checked"] == gpu_nodes
     h100 = next(n for n in nodes if n["profile"] == "hgx-h100-8gpu")
     assert len(h100["health"]["gpus"]) == 8
     assert sum(g["active_links"] for g in h100["health"]["gpus"]) == 8 * 18
     assert len(h100["health"]["ports"]) == 8
-    assert '<td class="ok">healthy</td>' in (tmp_path / "fleet.html").read_text()
+    html = (tmp_path / "fleet.html").read_text()
+    assert '<li class="s-healthy" id="count-healthy"><span class="n">%d</span>healthy</li>' % len(gpu_nodes) in html
 
 
 def test_preflight_missing_gpu_fails_that_host_and_changes_nothing(converged, gpu_nodes, faulted):
@@ -65,8 +69,13 @@ def test_health_gate_excludes_faulted_nodes_and_carries_the_rest(converged, gpu_
     assert res.recap[healthy]["failed"] == 0
     assert "NVLink(s) 4,5 inactive: 16 of 18 expected links active" in res.stdout
     assert "mlx5_1/1" in res.stdout and "expected Active/LinkUp" in res.stdout
-    report = json.loads((tmp_path / "fleet.json").read_text())["nodes"]
-    verdicts = {n["host"]: n["health"]["healthy"] for n in report}
-    assert verdicts[nvlink_node] is False and verdicts[rdma_node] is False
+    report = json.loads((tmp_path / "fleet.json").read_text())
+    statuses = {n["host"]: n["status"] for n in report["nodes"]}
+    assert statuses == {nvlink_node: "unhealthy", rdma_node: "unhealthy", healthy: "healthy"}
+    assert [n["host"] for n in report["nodes"]][-1] == healthy  # most severe first
+    remedies = {f["check"]: f["remedy"] for n in report["nodes"] for f in n["health"]["findings"]}
+    assert "reseat / RMA the GPU baseboard" in remedies["nvlink_inactive"]
+    assert "cable / transceiver" in remedies["rdma_port_state"]
     html = (tmp_path / "fleet.html").read_text()
-    assert html.count("UNHEALTHY") >= 2 and 'title="link 4"' in html
+    assert '<li class="s-unhealthy" id="count-unhealthy"><span class="n">2</span>unhealthy</li>' in html
+    assert 'title="link 4 inactive"' in html and remedies["nvlink_inactive"] in html
