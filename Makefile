@@ -43,7 +43,8 @@ unit: setup
 	pytest -q tests/unit
 
 # the integration suites share one lab (3 nodes: two HGX H100, one PCIe A100) instead of
-# building containers per scenario; an existing lab (make lab) is reused as it is
+# building containers per scenario; an existing lab (make lab) is reused, except the nodes made
+# from another configuration (profile, faults, simulator or mirror sources), which lab.py replaces
 TEST_LAB_ARGS ?= --nodes 3 --profile hgx-h100-8gpu --node-profile lab-node3=pcie-a100-4gpu
 
 test-lab: setup
@@ -53,7 +54,7 @@ molecule: test-lab
 	molecule test --all
 
 integration: test-lab molecule
-	pytest -q tests/integration
+	pytest -q --durations=20 tests/integration
 
 test: lint unit integration
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -39,6 +40,7 @@ MIRROR_IP = "10.89.77.2"
 CP_IP = "10.89.77.10"
 SSH_BASE_PORT = int(os.environ.get("RACKFORGE_LAB_SSH_PORT", "2230"))
 LABEL = "io.rackforge.lab=1"
+CONFIG_LABEL = "io.rackforge.lab.config"
 # every lab container: runc (crun fails on this host's hybrid cgroups), lowered ulimits
 # (raising them is refused here), the label `down` removes by
 BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--label", LABEL]
@@ -309,6 +311,11 @@ def cmd_up(opts):
     hosts = {}
     members = [("lab-cp1", CP_IP, None)] if opts.control_plane else []
     members += [(name, "10.89.77.%d" % (10 + i), prof) for i, (name, prof) in enumerate(node_profiles.items(), start=1)]
+    wanted = {"%s-%s" % (PREFIX, name) for name, _ip, _prof in members}
+    for cname in podman("ps", "-a", "--format", "{{.Names}}", "--filter", "label=" + LABEL).stdout.split():
+        # a node of an earlier `up` with more nodes, or without the control plane: not part of this lab
+        if re.match(r"^%s-lab-(node[0-9]+|cp1)$" % PREFIX, cname) and cname not in wanted:
+            podman("rm", "-f", "-t", "2", cname, check=False)
     for idx, (name, ip, prof) in enumerate(members):
         port = SSH_BASE_PORT + idx
         cname = start_node(name, ip, port, prof, idx, pub, [args for node_name, args in faults if node_name == name])
@@ -324,9 +331,32 @@ def cmd_up(opts):
         print("lab: %-10s %-14s ssh 127.0.0.1:%d  profile %s" % (name, h["ip"], h["port"], h["profile"] or "control-plane"))
 
 
+def node_config(ip, port, prof, faults):
+    """What a node container was made from: its address, profile and faults, the image, the
+    simulator's and the mirror's sources. A container made from anything else is replaced, so a
+    `make test` after a `make lab` with other options (or older code) gets the lab it asks for."""
+    import hashlib
+
+    h = hashlib.sha256(json.dumps({"ip": ip, "port": port, "profile": prof, "faults": faults, "image": image()}, sort_keys=True).encode())
+    for sub in ("hwsim", "sysfs_redirect", "nvml", "mirror", "k8sim"):
+        for dirpath, _dirs, files in sorted(os.walk(os.path.join(HERE, sub))):
+            for fname in sorted(files):
+                if fname.endswith((".py", ".c", ".h", ".json", ".sh", ".txt")) and "__pycache__" not in dirpath:
+                    h.update(fname.encode() + open(os.path.join(dirpath, fname), "rb").read())
+    h.update(open(__file__, "rb").read())
+    return h.hexdigest()[:16]
+
+
 def start_node(name, ip, port, prof, idx, pub, faults=()):
-    """Start (or restart) one lab container; a new one gets the lab key, hwsim and its faults."""
+    """Start (or restart) one lab container; a new one gets the lab key, hwsim and its faults.
+    An existing container made from another configuration (node_config) is replaced."""
     cname = "%s-%s" % (PREFIX, name)
+    config = node_config(ip, port, prof, [list(f) for f in faults])
+    if exists("container", cname):
+        made = podman("inspect", "-f", '{{ index .Config.Labels "%s" }}' % CONFIG_LABEL, cname, check=False).stdout.strip()
+        if made != config:
+            print("lab: %s was made from another configuration: replacing it" % name)
+            podman("rm", "-f", "-t", "2", cname, check=False)
     fresh = not exists("container", cname)
     if fresh:
         podman(
@@ -342,6 +372,8 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
             ip,
             "-p",
             "127.0.0.1:%d:22" % port,
+            "--label",
+            "%s=%s" % (CONFIG_LABEL, config),
             *NODE_FLAGS,
             image(),
         )
