@@ -72,44 +72,29 @@ def cidrs_overlap(cidrs):
     return found
 
 
-def _addresses_in(facts, net):
-    """[{interface, address, mtu}] for every IPv4 address inside net, from `ip -j addr show`
-    output (a list) or from gathered facts (ansible_facts or hostvars)."""
-    matches = []
-    if isinstance(facts, list):
-        for link in facts:
-            for addr in link.get("addr_info") or []:
-                if addr.get("family") == "inet" and netaddr.IPAddress(addr["local"]) in net:
-                    matches.append({"interface": link["ifname"], "address": addr["local"], "mtu": link.get("mtu")})
-        return matches
-    for name in facts.get("interfaces") or facts.get("ansible_interfaces") or []:
-        info = facts.get(name.replace("-", "_")) or facts.get("ansible_" + name.replace("-", "_")) or {}
-        for addr in [info.get("ipv4") or {}, *(info.get("ipv4_secondaries") or [])]:
-            ip = addr.get("address")
-            if ip and netaddr.IPAddress(ip) in net:
-                matches.append({"interface": name, "address": ip, "mtu": info.get("mtu")})
-    return matches
+ADDRS = _module_util("netaddrs")
 
 
 def interface_for_cidr(facts, cidr):
     """The interface whose IPv4 address is inside cidr: {"interface", "address", "mtu"}.
 
-    facts: the output of `ip -j addr show` (a list; what the roles read, without gathering the
-    network fact subset), or gathered facts (ansible_facts or hostvars). Fails when none or
-    several match, so a multi-NIC GPU node never silently picks an RDMA address."""
-    matches = _addresses_in(facts, _network(cidr, "interface_for_cidr"))
-    if len(matches) != 1:
-        raise AnsibleFilterError(
-            "interface_for_cidr: expected exactly one interface with an address in %s, found %s"
-            % (cidr, ", ".join(interfaces_in_cidr(facts, cidr)) or "none")
-        )
-    return matches[0]
+    facts: the output of `ip -j addr show` (a list) or gathered facts (ansible_facts or
+    hostvars). Fails when none or several match, so a multi-NIC GPU node never silently picks an
+    RDMA address (module_utils/rackforge/netaddrs.py decides; the node IP itself comes from the
+    rackforge_node_ip_facts module)."""
+    try:
+        return ADDRS.the_address_in(facts, cidr)
+    except ADDRS.AddressError as exc:
+        raise AnsibleFilterError("interface_for_cidr: %s" % exc) from exc
 
 
 def interfaces_in_cidr(facts, cidr):
     """Every "interface (address)" with an IPv4 address in cidr (for asserts that must name
     what they found instead of raising)."""
-    return ["%(interface)s (%(address)s)" % m for m in _addresses_in(facts, _network(cidr, "interfaces_in_cidr"))]
+    try:
+        return ["%(interface)s (%(address)s)" % m for m in ADDRS.addresses_in(facts, cidr)]
+    except ADDRS.AddressError as exc:
+        raise AnsibleFilterError("interfaces_in_cidr: %s" % exc) from exc
 
 
 def cidr_problem(value, name):
