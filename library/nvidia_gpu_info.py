@@ -53,14 +53,21 @@ gpus:
   type: list
   elements: dict
 fabric:
-  description: Fabric state per GPU as printed by nvidia-smi -q (state, status, clique_id, cluster_uuid, health_summary).
+  description: >-
+    Fabric state per GPU as printed by nvidia-smi -q (state, status, clique_id, cluster_uuid, health_summary) and completed
+    (Completed/Success, decided by module_utils/rackforge/health.py).
   returned: always
   type: list
   elements: dict
+fabric_completed:
+  description: Every GPU's NVSwitch fabric is Completed/Success (false when nvidia-smi printed no Fabric section).
+  returned: when driver_loaded
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
+from ansible.module_utils.rackforge.health import fabric_summary
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_xml
 
 
@@ -82,7 +89,7 @@ def main():
         parsed = parse_query_xml(out)
         if rc2 != 0:
             module.fail_json(msg="nvidia-smi -q failed where -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
-        result["fabric"] = parse_fabric(text)
+        result["fabric"], result["fabric_completed"] = fabric_summary(parse_fabric(text))
     except ParseError as exc:
         module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, rc=rc, stdout=out, stderr=err)
     for position, gpu in enumerate(parsed["gpus"]):

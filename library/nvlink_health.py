@@ -63,7 +63,7 @@ counters:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
-from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, finding, model_expectation
+from ansible.module_utils.rackforge.health import evaluate_fabric, evaluate_nvlink, fabric_summary, finding, model_expectation
 from ansible.module_utils.rackforge.health import not_run as health_not_run
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_nvlink_errors, parse_nvlink_status, parse_topo_p2p
 
@@ -151,7 +151,14 @@ def main():
         for g in status
     ]
     counters = {g["uuid"]: {str(k): v for k, v in g["links"].items()} for g in errors}
-    module.exit_json(changed=False, healthy=not findings, findings=findings, gpus=gpus, counters=counters, fabric=parsed.get("fabric", []))
+    module.exit_json(
+        changed=False,
+        healthy=not findings,
+        findings=findings,
+        gpus=gpus,
+        counters=counters,
+        fabric=fabric_summary(parsed.get("fabric", []))[0],
+    )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,17 @@ NVLINK_MODELS = {
 FABRIC_OK = ("Completed", "Success")
 
 
+def fabric_completed(entry):
+    """True when one GPU's NVSwitch fabric (a parse_fabric entry) is trained: Completed/Success."""
+    return (entry.get("state"), entry.get("status")) == FABRIC_OK
+
+
+def fabric_summary(fabric):
+    """parse_fabric's entries each with `completed`, and whether all of them are (none: False)."""
+    entries = [dict(entry, completed=fabric_completed(entry)) for entry in fabric]
+    return entries, bool(entries) and all(e["completed"] for e in entries)
+
+
 def model_expectation(name):
     """(links, speed) for a GPU product name, or None when the model has no known NVLink layout."""
     for key, value in NVLINK_MODELS.items():
@@ -144,9 +155,8 @@ def evaluate_fabric(fabric, fabricmanager_active):
             )
         )
     for i, entry in enumerate(fabric):
-        state = (entry["state"], entry["status"])
         unhealthy = entry.get("health_summary") not in (None, "N/A", "Healthy")
-        if state != FABRIC_OK or unhealthy:
+        if not fabric_completed(entry) or unhealthy:
             observed = "%s/%s%s" % (entry["state"], entry["status"], ", health %s" % entry["health_summary"] if unhealthy else "")
             findings.append(
                 finding(

@@ -136,3 +136,10 @@ def test_rdma_wrong_rate_is_named():
     }
     findings, _ = h.evaluate_rdma(ibstat, {}, {"mlx5_0": "ens1np0"}, {"count": 1, "rate": 400})
     assert [(f["check"], f["message"]) for f in findings] == [("rdma_rate", "mlx5_0/1 (ens1np0): rate 200 Gb/s, expected 400 Gb/s")]
+
+
+def test_fabric_completed_is_decided_in_one_place():
+    entries, done = h.fabric_summary([{"state": "Completed", "status": "Success"}, {"state": "In Progress", "status": "N/A"}])
+    assert [e["completed"] for e in entries] == [True, False] and done is False
+    assert h.fabric_summary([{"state": "Completed", "status": "Success"}])[1] is True
+    assert h.fabric_summary([]) == ([], False)  # no Fabric section: not trained

@@ -27,6 +27,14 @@ def test_gpu_info_reads_simulated_h100(tmp_path, monkeypatch, capsys):
     assert res["driver_loaded"] and res["driver_version"] == "535.261.03"
     assert len(res["gpus"]) == 8 and res["gpus"][0]["power"]["max_limit"] == 700.0
     assert res["fabric"][0]["state"] == "Completed"
+    assert res["fabric_completed"] is True and all(f["completed"] for f in res["fabric"])
+
+
+def test_gpu_info_fabric_in_progress_is_not_completed(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", "fabric_in_progress")
+    res = run_module(nvidia_gpu_info, {}, sim, monkeypatch, capsys)
+    assert res["fabric_completed"] is False and not any(f["completed"] for f in res["fabric"])
 
 
 def test_gpu_info_without_driver_is_not_an_error(tmp_path, monkeypatch, capsys):
