@@ -59,6 +59,11 @@ fabric:
   returned: always
   type: list
   elements: dict
+findings:
+  description: The driver finding (check driver) when nvidia-smi cannot talk to a loaded driver or is not installed, else [].
+  returned: always
+  type: list
+  elements: dict
 fabric_completed:
   description: Every GPU's NVSwitch fabric is Completed/Success (false when nvidia-smi printed no Fabric section).
   returned: when driver_loaded
@@ -67,7 +72,7 @@ fabric_completed:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
-from ansible.module_utils.rackforge.health import fabric_summary
+from ansible.module_utils.rackforge.health import driver_finding, fabric_summary
 from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_xml
 
 
@@ -76,7 +81,7 @@ def main():
     result = {"changed": False, "present": False, "driver_loaded": False, "reboot_required": False, "error": None, "gpus": [], "fabric": []}
     binary = module.get_bin_path(module.params["nvidia_smi"], opt_dirs=["/usr/bin", "/usr/local/bin"])
     if not binary:
-        module.exit_json(**result)
+        module.exit_json(findings=[driver_finding(None)], **result)
     result["present"] = True
     # -q -x for the GPUs and -q for the fabric state (parse_fabric reads the text form), both at once
     (rc, out, err), (rc2, text, err2) = run_concurrently(module, [[binary, "-q", "-x"], [binary, "-q"]], environ_update=C_ENV)
@@ -84,7 +89,7 @@ def main():
         message = (out + err).strip()
         result["error"] = message
         result["reboot_required"] = "version mismatch" in message.lower()
-        module.exit_json(**result)
+        module.exit_json(findings=[driver_finding(message)], **result)
     try:
         parsed = parse_query_xml(out)
         if rc2 != 0:
@@ -95,7 +100,9 @@ def main():
     for position, gpu in enumerate(parsed["gpus"]):
         gpu["index"] = position  # nvidia-smi -i's numbering: enumeration (PCI bus) order
         gpu["supported_clocks"] = {str(k): v for k, v in gpu["supported_clocks"].items()}
-    result.update(driver_loaded=True, driver_version=parsed["driver_version"], cuda_version=parsed["cuda_version"], gpus=parsed["gpus"])
+    result.update(
+        findings=[], driver_loaded=True, driver_version=parsed["driver_version"], cuda_version=parsed["cuda_version"], gpus=parsed["gpus"]
+    )
     module.exit_json(**result)
 
 

@@ -44,6 +44,13 @@ def finding(check, component, expected, observed, message):
     return {"check": check, "component": component, "expected": expected, "observed": observed, "message": message}
 
 
+def driver_finding(error):
+    """The finding for a node whose NVIDIA driver does not answer (nvidia-smi's own message, or
+    that nvidia-smi is not installed)."""
+    observed = error or "nvidia-smi not installed"
+    return finding("driver", "nvidia driver", "loaded", observed, "NVIDIA driver not usable: %s" % observed)
+
+
 def not_run(check, component, reason, evidence=None):
     """A check that could not run (tool missing, non-zero exit, output that does not parse) is a
     finding with its evidence, never a silent pass: check "<check>_not_run", not_run True."""
