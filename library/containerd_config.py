@@ -121,7 +121,7 @@ def main():
             module.fail_json(msg="%s is empty and containerd (%s) is not installed to produce its defaults" % (p["path"], p["containerd"]))
         rc, out, err = module.run_command([binary, "config", "default"], environ_update=C_ENV)
         if rc != 0:
-            module.fail_json(msg="containerd config default failed: %s" % err.strip())
+            module.fail_json(msg="containerd config default failed: %s" % err.strip(), rc=rc, stdout=out, stderr=err)
         current = loads(out)
         base_from = "containerd config default"
     wanted = copy.deepcopy(current)
@@ -149,9 +149,11 @@ def main():
             fh.write(new_text)
         os.chmod(tmp, 0o644)
         if binary and os.path.exists(binary):
-            rc, _out, err = module.run_command([binary, "--config", tmp, "config", "dump"], environ_update=C_ENV)
+            rc, out, err = module.run_command([binary, "--config", tmp, "config", "dump"], environ_update=C_ENV)
             if rc != 0:
-                module.fail_json(msg="containerd refused the merged config (nothing written): %s" % err.strip(), **result)
+                module.fail_json(
+                    msg="containerd refused the merged config (nothing written): %s" % err.strip(), rc=rc, stdout=out, stderr=err, **result
+                )
         if p["backup"] and before_text:
             result["backup_file"] = module.backup_local(p["path"])
         os.replace(tmp, p["path"])

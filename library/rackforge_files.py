@@ -94,7 +94,10 @@ def main():
                     rc, out, err = module.run_command(argv)
                     if rc != 0:
                         module.fail_json(
-                            msg="rackforge_files: %s: validation %s failed (nothing written): %s%s" % (c["dest"], argv, out, err)
+                            msg="rackforge_files: %s: validation %s failed (nothing written): %s%s" % (c["dest"], argv, out, err),
+                            rc=rc,
+                            stdout=out,
+                            stderr=err,
                         )
             for tmp, c in zip(staged, changed):
                 os.rename(tmp, c["dest"])
