@@ -6,7 +6,7 @@ module: rackforge_preflight_info
 short_description: Read a host's CPUs, memory, swap, disk, kernel, Secure Boot and PCI devices and compare them with expectations
 description:
   - Read-only. PCI devices are read from the sysfs tree under O(sysfs_root) (like node_exporter's
-    C(--path.sysfs)); the lab points it at the hardware simulator's tree.
+    C(--path.sysfs)), so a simulator's or a chroot's tree can stand in for /sys.
   - Returns the observed hardware and a list of findings; the calling role decides whether a
     finding fails the host.
 options:

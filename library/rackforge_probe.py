@@ -15,7 +15,7 @@ options:
   paths: {description: Paths to stat (exists, is a directory, sha256 of a regular file)., type: list, elements: path, default: []}
   files: {description: Small text files to read (up to 1 MiB each); a missing one reads as null., type: list, elements: path, default: []}
   modules: {description: Kernel modules; loaded when <sysfs_root>/module/<name> exists., type: list, elements: str, default: []}
-  sysfs_root: {description: Where sysfs is (the lab points this at its simulated tree)., type: path, default: /sys}
+  sysfs_root: {description: "Where sysfs is (a simulator's or a chroot's tree instead of /sys).", type: path, default: /sys}
   commands: {description: "name -> argv (a list, no shell), run read-only.", type: dict, default: {}}
   units: {description: "systemd units: each one's is-enabled and is-active state.", type: list, elements: str, default: []}
   packages:

@@ -14,10 +14,11 @@ description:
   - Reads the port back with C(mlnx_qos -i) and sysfs first, plans every port, fails before
     any change when a request is impossible, then changes only the differences. Check mode and
     diff are supported. A port that rejects a setting is reported in C(rejected), not fatal.
-  - Calls to mlnx_qos follow what the tool and the mlx5 kernel do with them (lab/hwsim/MLNX_QOS.md in
-    the rackforge repository). C(--cable_len) always travels with C(--pfc) (older mlnx_qos sent PFC off
-    with a cable length alone); buffer sizes and the priority-to-buffer map go in calls of their own,
-    sizes first, ordered so that every lossless buffer holds the kernel minimum after each call.
+  - Calls to mlnx_qos follow what the tool and the mlx5 kernel do with them (Mellanox/mlnx-tools
+    python/mlnx_qos, the mlx5 driver's en/port_buffer.c and en_dcbnl.c). C(--cable_len) always
+    travels with C(--pfc) (older mlnx_qos sent PFC off with a cable length alone); buffer sizes
+    and the priority-to-buffer map go in calls of their own, sizes first, ordered so that every
+    lossless buffer holds the kernel minimum after each call.
   - Manual buffers are at least what the mlx5 kernel accepts, xoff + max(netdev max_mtu, 9216) + 128
     bytes in 384-byte units; the netdev's max_mtu is read with C(ip -d -j link show).
   - Returns the full command list for a boot-time unit in C(boot_commands) (QoS is lost on reboot).

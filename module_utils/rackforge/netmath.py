@@ -4,8 +4,7 @@ PFC headroom is the mlx5 driver's own (drivers/net/ethernet/mellanox/mlx5/core/e
 calculate_xoff, in the kernel's integer arithmetic): xoff = (301 + 216 * cable_m / 100) * Mb/s /
 1000 + 272 * MTU / 100, with the speed floored at 40 Gb/s. A lossless receive buffer smaller than
 xoff + max(netdev max_mtu, 9216) + one buffer cell makes the kernel refuse the change with ENOMEM
-(update_xoff_threshold); the mlx5 kernel ignores a cable length of 1000 m or more. Facts and
-source lines: lab/hwsim/MLNX_QOS.md.
+(update_xoff_threshold); the mlx5 kernel ignores a cable length of 1000 m or more.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Public, stable API (names and return shapes do not change):
 - parse_show_gids(text) -> list[dict]
 
 Further helpers: parse_mlnx_qos, parse_ethtool_stats, parse_ibstatus.
-Tested on real captures (tests/fixtures/realworld) and on the lab simulator's output.
+Tested on real captures (tests/fixtures/realworld) and on a simulator's output.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 port has trust DSCP, PFC on the lossless priority only, ECN on that priority, CNP marking,
 the PFC buffer for its speed and cable, RDMA-CM RoCE v2 with the default ToS, and the MTU.
 
-How mlnx_qos and the mlx5 kernel handle what is sent (lab/hwsim/MLNX_QOS.md) decides the calls:
+How mlnx_qos (Mellanox/mlnx-tools python/mlnx_qos) and the mlx5 kernel handle what is sent decides the calls:
 - `--cable_len` always travels with `--pfc`: before mlnx-tools 24.04 (and in 24.10) a
   `--cable_len` alone also sent PFC off.
 - `--buffer_size` and `--prio2buffer` never share a call: on MLNX_OFED's sysfs path mlnx_qos

@@ -1,9 +1,11 @@
 """A reboot loses NIC QoS, GPU clocks and power limits (the simulator resets them as hardware
-does); the boot units restore them, and the node is then clean in check mode."""
+does); the boot units restore them, and the node is then clean in check mode. A lab node's reboot
+is a reboot: a new boot, an empty /run and none of the kernel network state the last boot made."""
 
 from __future__ import annotations
 
-from conftest import lab, on_node, playbook
+import yaml
+from conftest import ROOT, lab, on_node, playbook
 
 UNITS = ("rackforge-roce-qos.service", "rackforge-gpu-tuning.service")
 
@@ -38,3 +40,29 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     assert gpu_state(node) == converged_gpu
     res = playbook("site.yml", "--limit", node, "--check", "--diff")
     assert res.returncode == 0 and res.recap[node]["changed"] == 0, res.stdout[-3000:]
+
+
+def test_a_lab_reboot_is_a_reboot(converged, gpu_nodes):
+    node = gpu_nodes[0]
+    boot_time = yaml.safe_load((ROOT / "lab" / "inventory_vars" / "rackforge.yml").read_text())["upgrade_boot_time_command"]
+    boot = on_node(node, "sh", "-c", boot_time).stdout.strip()
+    # runtime-only state, as a process or an operator leaves it: a file in /run, a link, an address
+    on_node(
+        node,
+        "sh",
+        "-c",
+        "touch /run/rackforge-test-reboot && ip link add rftest0 type veth peer name rftest1 && ip addr add 192.0.2.7/32 dev lo",
+    )
+    try:
+        lab("reboot", node)
+        assert on_node(node, "sh", "-c", boot_time).stdout.strip() not in ("", boot)  # what ansible.builtin.reboot waits for
+        assert on_node(node, "test", "-e", "/run/rackforge-test-reboot", check=False).returncode == 1
+        links = on_node(node, "ip", "-o", "link", "show").stdout
+        assert "rftest0" not in links and "rftest1" not in links
+        assert "192.0.2.7" not in on_node(node, "ip", "-o", "addr", "show", "dev", "lo").stdout
+        # made again at boot: the simulated RDMA netdevs with their RoCE addresses
+        assert "inet 10.201.0." in on_node(node, "ip", "-o", "addr", "show", "dev", "ens1np0").stdout
+    finally:
+        on_node(
+            node, "sh", "-c", "ip link delete rftest0; ip addr delete 192.0.2.7/32 dev lo; rm -f /run/rackforge-test-reboot", check=False
+        )

@@ -1,0 +1,113 @@
+"""podman and process helpers, the lab's names and paths, and waiting for a node's systemd and sshd."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # lab/
+ROOT = os.path.dirname(HERE)
+STATE = os.path.join(HERE, ".state")
+CONTROL_DIR = os.path.join(STATE, "ssh-control")  # the lab's SSH masters
+INVENTORY = os.path.join(ROOT, "inventories", "lab")
+PREFIX = "rackforge-lab"
+NETWORK = PREFIX
+SUBNET = "10.89.77.0/24"
+MIRROR_IP = "10.89.77.2"
+CP_IP = "10.89.77.10"
+SSH_BASE_PORT = int(os.environ.get("RACKFORGE_LAB_SSH_PORT", "2230"))
+LABEL = "io.rackforge.lab=1"
+CONFIG_LABEL = "io.rackforge.lab.config"
+# every lab container: runc (crun fails on this host's hybrid cgroups), lowered ulimits
+# (raising them is refused here), the label `down` removes by
+BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "nproc=4096:4096", "--label", LABEL]
+# a node's reboot: systemd (PID 1) is refused the reboot() call in a container (no CAP_SYS_BOOT)
+# and exits with status 0; podman's restart policy `always` starts the container again (a
+# `podman stop` or `podman kill` is not restarted). See nodes.py REBOOT_NOTES.
+NODE_FLAGS = [*BASE_FLAGS, "--systemd=always", "--cap-add", "NET_ADMIN", "--restart", "always"]
+
+
+def sh(cmd, check=True, capture=True, inp=None):
+    res = subprocess.run(
+        cmd, check=False, text=True, input=inp, stdout=subprocess.PIPE if capture else None, stderr=subprocess.PIPE if capture else None
+    )
+    if check and res.returncode != 0:
+        sys.stderr.write("lab: command failed (%d): %s\n%s%s" % (res.returncode, " ".join(cmd), res.stdout or "", res.stderr or ""))
+        sys.exit(1)
+    return res
+
+
+def podman(*args, **kw):
+    return sh(["podman", *args], **kw)
+
+
+def exists(kind, name):
+    return podman(kind, "exists", name, check=False).returncode == 0
+
+
+def container(name):
+    """A node's container name from its inventory name (or the container name itself)."""
+    return name if name.startswith(PREFIX) else "%s-%s" % (PREFIX, name)
+
+
+def container_state(cname):
+    """(status, started_at) of a container as podman reports them, ('', '') when there is none."""
+    res = podman("inspect", "-f", "{{.State.Status}} {{.State.StartedAt}}", cname, check=False)
+    if res.returncode != 0:
+        return "", ""
+    status, _, started = res.stdout.strip().partition(" ")
+    return status, started
+
+
+def profiles():
+    pdir = os.path.join(HERE, "hwsim", "profiles")
+    return {f[:-5]: json.load(open(os.path.join(pdir, f))) for f in sorted(os.listdir(pdir)) if f.endswith(".json")}
+
+
+def ssh_key():
+    key = os.path.join(STATE, "id_ed25519")
+    if not os.path.exists(key):
+        os.makedirs(STATE, exist_ok=True)
+        sh(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "rackforge-lab", "-f", key])
+    return key
+
+
+_IMAGE = []
+
+
+def image():
+    if not _IMAGE:
+        _IMAGE.append(sh(["bash", os.path.join(HERE, "build-image.sh")], capture=True).stdout.strip().splitlines()[-1])
+    return _IMAGE[0]
+
+
+def wait_running(name, timeout=90):
+    deadline = time.time() + timeout
+    state = ""
+    while time.time() < deadline:
+        res = podman("exec", name, "systemctl", "is-system-running", check=False)
+        state = res.stdout.strip()
+        if state in ("running", "degraded"):
+            return state
+        time.sleep(1)
+    sys.stderr.write("lab: %s did not reach systemd 'running' within %ds (last: %r)\n" % (name, timeout, state))
+    sys.exit(1)
+
+
+def wait_ssh(port, timeout=60):
+    """Until sshd answers with its banner on the published 127.0.0.1 port."""
+    deadline = time.time() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=2) as conn:
+                if conn.recv(4).startswith(b"SSH-"):
+                    return
+        except OSError:
+            pass
+        if time.time() > deadline:
+            sys.exit("lab: sshd on 127.0.0.1:%d did not answer within %ds" % (port, timeout))
+        time.sleep(0.5)
