@@ -7,7 +7,7 @@ the controller), it reads every node's facts through hostvars in one call instea
 serialised into a module's arguments, and its lock lives exactly as long as the Ansible process
 that holds it.
 
-I/O only; what is decided lives in module_utils/rackforge/fleet.py (pure):
+I/O only; what is decided lives in module_utils/rackforge/fleet.py and its parts (pure):
   - under an exclusive fcntl lock on <report_dir>/.fleet.lock (concurrent runs such as AWX slices
     wait for each other; the kernel drops the lock of a killed run), it reads
     <report_dir>/fleet-state.json, merges the nodes this run targeted, and writes the state and
@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 from datetime import datetime, timezone
@@ -49,12 +50,24 @@ LOCK_FILE = ".fleet.lock"
 TMP_PREFIX = ".fleet-tmp-"
 
 
+# fleet.py and the files it imports, each after the ones it imports
+FLEET_FILES = ("fleet_state", "fleet_text", "fleet_html", "fleet")
+
+
 def _fleet():
     """module_utils/rackforge/fleet.py (the project's module_utils are not importable on the
-    controller under ansible.module_utils; rackforge_settings loads its own the same way)."""
-    spec = importlib.util.spec_from_file_location("rackforge_fleet", os.path.join(ROOT, "module_utils", "rackforge", "fleet.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    controller under ansible.module_utils; rackforge_settings loads its own the same way).
+
+    fleet.py imports its parts as ansible.module_utils.rackforge.<part>, as a module on a node
+    would: each file is loaded by path under that name, dependencies first, so those imports find
+    the loaded files (nothing of that name exists on the controller otherwise)."""
+    mod = None
+    for part in FLEET_FILES:
+        name = "ansible.module_utils.rackforge." + part
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "module_utils", "rackforge", part + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
     return mod
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build the lab NVML (SIMULATION): libnvidia-ml.so.1 for the real nvidia-smi over hwsim.
 
-nvml.c defines the entry points the lab models; every other name in symbols.txt (what the real
+The nvml_*.c files (sharing lab_nvml.h and lab_nvml_state.h; nvml_hwsim.c says which file holds
+what) define the entry points the lab models; every other name in symbols.txt (what the real
 nvidia-smi 535 binary looks up) gets a generated stub that returns NVML_ERROR_NOT_SUPPORTED, as
 a GPU without that feature answers. Compiled with the host's gcc (Debian 12, the lab containers'
 glibc); the lab nodes have no compiler and get the library inside the simulated driver package.
@@ -22,10 +23,19 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SOURCES = ("nvml.c", "lab_nvml.h", "symbols.txt", "build.py")
 SONAME = "libnvidia-ml.so.1"
 EXPORT_RE = re.compile(r"^NVML_EXPORT\s+[\w\s\*]*?\b(nvml\w+)\s*\(", re.M)
 STRING_RETURNING = {"nvmlErrorString"}
+
+
+def c_sources():
+    """The library's C files and headers (every *.c and *.h here), in a stable order."""
+    return sorted(f for f in os.listdir(HERE) if f.endswith((".c", ".h")))
+
+
+def sources():
+    """What the build depends on: the C files, headers, symbols.txt and this script (the cache key)."""
+    return [*c_sources(), "symbols.txt", "build.py"]
 
 
 def symbols():
@@ -35,9 +45,12 @@ def symbols():
 
 
 def modelled():
-    """The entry points nvml.c defines (lines starting with NVML_EXPORT)."""
-    with open(os.path.join(HERE, "nvml.c")) as fh:
-        text = fh.read()
+    """The entry points the C files define (lines starting with NVML_EXPORT)."""
+    text = ""
+    for name in c_sources():
+        if name.endswith(".c"):
+            with open(os.path.join(HERE, name)) as fh:
+                text += fh.read() + "\n"
     names = set(EXPORT_RE.findall(text))
     # the STRING_GETTER/UINT_GETTER/CODEC_GETTER macros define these
     names |= set(re.findall(r"^(?:STRING|UINT|CODEC)_GETTER\((nvml\w+),", text, re.M))
@@ -64,7 +77,7 @@ def stubs_source(names):
 
 def source_hash():
     h = hashlib.sha256()
-    for name in SOURCES:
+    for name in sources():
         with open(os.path.join(HERE, name), "rb") as fh:
             h.update(name.encode() + b"\0" + fh.read() + b"\0")
     return h.hexdigest()[:16]
@@ -84,7 +97,7 @@ def build(outdir=None):
     wanted = symbols()
     missing = [n for n in sorted(modelled()) if n not in wanted]
     if missing:
-        sys.exit("lab/nvml/build.py: nvml.c defines %s, which symbols.txt does not list" % ", ".join(missing))
+        sys.exit("lab/nvml/build.py: the lab NVML's C files define %s, which symbols.txt does not list" % ", ".join(missing))
     os.makedirs(outdir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         stubs = os.path.join(tmp, "stubs.c")
@@ -107,7 +120,7 @@ def build(outdir=None):
             "-Wl,--no-undefined",
             "-o",
             out,
-            os.path.join(HERE, "nvml.c"),
+            *[os.path.join(HERE, name) for name in c_sources() if name.endswith(".c")],
             stubs,
         ]
         subprocess.run(cmd, check=True)

@@ -1,7 +1,7 @@
 /*
  * rackforge lab NVML (SIMULATION): the NVML types, constants and struct layouts the lab library
  * needs, declared by this project from the NVML API's documented facts (NVML 12.2, driver 535).
- * Only what nvml.c uses is here; every layout is the ABI the real nvidia-smi binary expects.
+ * Only what the nvml_*.c files use is here; every layout is the ABI the real nvidia-smi binary expects.
  */
 #ifndef LAB_NVML_H
 #define LAB_NVML_H
