@@ -4,6 +4,7 @@ that name only what is wrong."""
 from __future__ import annotations
 
 import pathlib
+import re
 
 import pytest
 import yaml
@@ -133,3 +134,48 @@ def test_messages_name_only_the_wrong_variable():
             assert name in text, (role, name, text)
             others = [n for n in spec(role) if n != name and not name.startswith(n)]
             assert not [n for n in others if n in text], (role, name, text)
+
+
+# values that break some rule; each rule is broken by the first of these it refuses
+BREAKERS = (
+    "",
+    -1,
+    0,
+    10**9,
+    "not valid!",
+    "relative/path",
+    "1.2.3.4.5",
+    ["not valid!"],
+    [""],
+    [{"not": "a known field"}],
+    [{"field": "DCGM_FI_DEV_X", "type": "gauge"}, {"field": "DCGM_FI_DEV_X", "type": "gauge"}],
+    {"not valid!": "x"},
+    {"x": {"not": "a known field"}},
+    ["a", "a"],
+)
+
+
+def test_semantic_messages_name_only_the_wrong_variable():
+    """Issue 24's rule for the semantic checks (meta/rules.yml): for every rule of every role, a
+    value that breaks it is reported under that variable alone; no other setting, valid values
+    included, appears in the message."""
+    unbroken = []
+    for role in ROLES:
+        good = {k: v for k, v in defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
+        for name, rule in rules(role).items():
+            context = dict(good)
+            for var, want in (rule.get("when") or {}).items():  # make a conditional rule apply
+                context[var] = want[0] if isinstance(want, list) else want
+            bad = next((b for b in BREAKERS if s.check_value(name, b, rule, context)), None)
+            if bad is None:
+                unbroken.append("%s: %s" % (role, name))
+                continue
+            values = dict(context, **{name: bad})
+            problems = s.check_rules(rules(role), values, values)
+            mine = [p for p in problems if p["variable"] == name or p["variable"].startswith((name + "[", name + ".", name + " key"))]
+            assert mine, (role, name, bad, problems)
+            text = " ".join(s.format_problems(mine))
+            referenced = {rule.get("key_of"), rule.get("prefix_var")}  # a rule naming its table says which
+            others = [n for n in set(spec(role)) | set(rules(role)) if n != name and n not in referenced and not name.startswith(n)]
+            assert not [n for n in others if re.search(r"\b%s\b" % re.escape(n), text)], (role, name, text)
+    assert not unbroken, "rules no breaker value breaks (add one to BREAKERS): %s" % unbroken
