@@ -1,7 +1,7 @@
 """host_firewall in the lab (real nftables in each node's own network namespace): with it on, the
 monitoring host (the lab host, where Prometheus runs) still scrapes a node and the control plane
-still reaches its kubelet port, while another node is cut off from both; off again, the table
-and its unit are gone."""
+still reaches its kubelet port, while another node is cut off from both; changed rules are loaded
+by a reload; off again, the table and its unit are gone."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ PROBE = (
 
 def probe(src, ip, port):
     return on_node(src, "python3", "-c", PROBE, ip, str(port)).stdout.strip()
+
+
+def started():
+    """When the firewall unit last entered the active state (monotonic µs)."""
+    return on_node(NODE, "systemctl", "show", "-p", "ActiveEnterTimestampMonotonic", "--value", "rackforge-firewall.service").stdout.strip()
 
 
 def test_exporter_and_kubelet_ports_only_from_monitoring_and_control_plane(converged):
@@ -45,6 +50,21 @@ def test_exporter_and_kubelet_ports_only_from_monitoring_and_control_plane(conve
             assert resp.status == 200 and b"node_exporter_build_info" in resp.read()
         again = playbook("playbooks/monitoring.yml", "--limit", NODE, "-e", json.dumps(on))
         assert again.returncode == 0 and again.recap[NODE]["changed"] == 0
+        since = started()
+        # changed rules are loaded by the unit's reload, while it keeps running: the other node
+        # is let through to the exporter port now, and still kept from the kubelet's
+        wider = dict(
+            on,
+            host_firewall_scrape_sources=[
+                gateway + "/32",
+                json.loads(on_node(OTHER, "ip", "-j", "-4", "addr", "show", "eth0").stdout)[0]["addr_info"][0]["local"] + "/32",
+            ],
+        )
+        res = playbook("playbooks/monitoring.yml", "--limit", NODE, "-e", json.dumps(wider))
+        assert res.returncode == 0 and res.recap[NODE]["changed"] >= 1, res.stdout[-3000:]
+        assert started() == since  # reloaded, not restarted (a restart drops the table for a moment)
+        assert probe(OTHER, ip, 9100) == "open"
+        assert probe(OTHER, ip, 10250) == "dropped"
     finally:
         off = playbook("playbooks/monitoring.yml", "--limit", NODE)
     assert off.returncode == 0, off.stdout[-3000:]
