@@ -73,20 +73,24 @@ def test_every_file_task_names_owner_group_and_mode(path, task):
     assert {"owner", "group", "mode"} <= set(args), (path, task["name"])
 
 
-FILES_TASKS = [(p, t) for p, t in ALL_TASKS if "rackforge_files" in t]
+MULTI_FILE_MODULES = ("rackforge_files", "rackforge_units")  # many files in one call
+FILES_TASKS = [(p, t) for p, t in ALL_TASKS for m in MULTI_FILE_MODULES if m in t and (t[m] or {}).get("files")]
 
 
-def test_the_multi_file_module_is_used_and_its_owner_defaults_to_root():
-    """rackforge_files writes root:root unless told otherwise (the module's default, checked here
-    in its source), so its entries need only name the mode."""
+def test_the_multi_file_modules_are_used_and_their_owner_defaults_to_root():
+    """rackforge_files and rackforge_units write root:root unless told otherwise (the modules'
+    defaults, checked here in their source), so their entries need only name the mode."""
     assert len(FILES_TASKS) >= 8
+    assert {m for _, t in FILES_TASKS for m in MULTI_FILE_MODULES if m in t} == set(MULTI_FILE_MODULES)
     source = (ROOT / "library" / "rackforge_files.py").read_text()
     assert 'item.get("owner") or "root"' in source and 'item.get("group") or "root"' in source
+    source = (ROOT / "library" / "rackforge_units.py").read_text()
+    assert '"owner": {"type": "str", "default": "root"}' in source and '"group": {"type": "str", "default": "root"}' in source
 
 
 @pytest.mark.parametrize(("path", "task"), FILES_TASKS, ids=str)
 def test_every_multi_file_entry_names_its_mode(path, task):
-    files = task["rackforge_files"]["files"]
+    files = next(task[m] for m in MULTI_FILE_MODULES if m in task)["files"]
     if isinstance(files, str):  # built by a template: every entry there names its mode too
         entries = re.findall(r'\{"dest":[^{}]*?"mode": "0[0-7]{3}"', files) or re.findall(r"'dest':[^{}]*?'mode': '0[0-7]{3}'", files)
         template = re.search(r"lookup\('ansible.builtin.template', '([^']+\.json\.j2)'\)", files)
