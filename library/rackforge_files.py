@@ -31,14 +31,7 @@ import pwd
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-
-
-def read(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
+from ansible.module_utils.rackforge.filestage import read_bytes as read
 
 
 def wanted_ids(module, item):

@@ -114,6 +114,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge import packages as P
+from ansible.module_utils.rackforge.filestage import read_bytes as read
 from ansible.module_utils.urls import fetch_url
 
 APT_ENV = dict(C_ENV, DEBIAN_FRONTEND="noninteractive")
@@ -193,14 +194,6 @@ def os_name():
     except OSError:
         pass
     return platform.system() or "this system"
-
-
-def read(path):
-    try:
-        with open(path, "rb") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
 
 
 def write_atomic(path, data):

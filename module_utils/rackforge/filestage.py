@@ -55,6 +55,15 @@ def missing_dirs(path):
     return out
 
 
+def read_bytes(path):
+    """A file's bytes, or None when it does not exist."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
 def read_state(path):
     """{kind: None|file|link|dir|other, data, mode, uid, gid, owner, group, missing_dirs} of path
     (a symlink's data is what it points to, when that can be read)."""

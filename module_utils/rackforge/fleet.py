@@ -2,16 +2,8 @@
 and the JSON / Markdown / HTML reports rendered from it (pure functions, no I/O; the
 rackforge_fleet_report action plugin reads and writes the files).
 
-State (fleet-state.json, internal, STATE_VERSION): {"version", "last_run", "runs": [...],
-"nodes": {host: node}} where a node holds the last verdict (`health`, the rackforge_health fact as
-the node reported it), the run that produced it (`checked`), the last run that targeted it
-(`attempt`: did it reach the checks, and why not), when an inventory last listed it (`listed_at`)
-and when it disappeared from one (`removed_at`). Runs merge only the nodes they touched: a
-`--limit` run, one AWX slice or a fresh node's run never drops the others.
-
-Report (fleet.json, public, REPORT_VERSION, docs/fleet-schema.json): the state as of one moment,
-with each node's status (STATUSES), nodes sorted by severity, summary counts, and each finding's
-remedy (REMEDIES).
+The state (fleet-state.json) and the public report (fleet.json, docs/fleet-schema.json) are
+described in fleet_state.
 
 The code is split by concern: fleet_state (state, merge, report data), fleet_text (JSON, Markdown)
 and fleet_html (the HTML page); this module re-exports every public name, so import from here.
