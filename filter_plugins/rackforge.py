@@ -149,37 +149,6 @@ def k8s_label_value(value):
     return text[:63].rstrip("-_.")
 
 
-def apt_pending(dpkg_rows, wanted, held=(), repo=None):
-    """What an apt/hold step would still change, from `dpkg-query -W -f '${Package}\\t${Version}
-    \\t${db:Status-Abbrev}\\n' PKG...` output (rackforge_probe's dpkg_rows): wanted is {package:
-    version}, where the installed version must be the version or start with "version-" (the
-    Debian revision), or, where the version is empty, any installed version will do; a list of
-    packages is the same as all of them with an empty version (apt's state: present); held lists the
-    packages that must also be on hold ("hi"). repo, when the step also manages the repository:
-    {key, key_sha256 (as read), key_checksum (wanted), source, source_text (as read), line}.
-    [] means installed, pinned and held (and the repository in place): nothing to do."""
-    state = {}
-    for line in str(dpkg_rows or "").splitlines():
-        parts = line.split("\t")
-        if len(parts) >= 3:
-            state[parts[0]] = (parts[1], parts[2].strip())
-    if isinstance(wanted, (list, tuple)):
-        wanted = dict.fromkeys(wanted, "")
-    pending = []
-    for pkg, version in (wanted or {}).items():
-        have, status = state.get(pkg, ("", ""))
-        if status[1:2] != "i" or (version and not (have == str(version) or have.startswith("%s-" % version))):
-            pending.append("%s%s (installed: %s)" % (pkg, "=%s" % version if version else "", have or "none"))
-        elif pkg in held and status[:1] != "h":
-            pending.append("%s (not held)" % pkg)
-    if repo:
-        if repo.get("key_sha256") != repo["key_checksum"]:
-            pending.append("repository key %s" % repo["key"])
-        if repo["line"] not in str(repo.get("source_text") or "").splitlines():
-            pending.append("repository source %s" % repo["source"])
-    return pending
-
-
 class FilterModule:
     def filters(self):
         return {
@@ -194,5 +163,4 @@ class FilterModule:
             "k8s_label_problems": k8s_label_problems,
             "k8s_label_value": k8s_label_value,
             "interface_for_cidr": interface_for_cidr,
-            "apt_pending": apt_pending,
         }

@@ -18,13 +18,6 @@ options:
   sysfs_root: {description: "Where sysfs is (a simulator's or a chroot's tree instead of /sys).", type: path, default: /sys}
   commands: {description: "name -> argv (a list, no shell), run read-only.", type: dict, default: {}}
   units: {description: "systemd units: each one's is-enabled and is-active state.", type: list, elements: str, default: []}
-  packages:
-    description: >-
-      Debian packages: one dpkg-query for all of them, its rows in the format the apt_pending filter reads
-      (package, version, status abbreviation; tab-separated).
-    type: list
-    elements: str
-    default: []
 """
 
 RETURN = r"""
@@ -33,10 +26,6 @@ files: {description: "path -> text, or null when missing", type: dict, returned:
 modules: {description: "name -> loaded (bool)", type: dict, returned: always}
 commands: {description: "name -> {rc, stdout, stderr}; rc is null when the program is missing", type: dict, returned: always}
 units: {description: "unit -> {enabled (enabled, disabled, not-found, ...), active (active, inactive, ...)}", type: dict, returned: always}
-dpkg_rows:
-  description: "dpkg-query's rows for the packages it knows (a package it does not know has none); empty without dpkg"
-  type: str
-  returned: always
 """
 
 import hashlib
@@ -45,8 +34,6 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 MAX_FILE = 1 << 20
-# the rows the apt_pending filter (filter_plugins/rackforge.py) reads
-DPKG_FORMAT = "${Package}\t${Version}\t${db:Status-Abbrev}\n"
 
 
 def stat_path(path):
@@ -96,16 +83,6 @@ def unit_states(module, units):
     return states
 
 
-def dpkg_rows(module, packages):
-    """dpkg-query's rows for the packages; it exits 1 when it knows some of them not, and still
-    prints the rows of those it knows."""
-    dpkg_query = module.get_bin_path("dpkg-query") if packages else None
-    if not dpkg_query:
-        return ""
-    _rc, out, _err = module.run_command([dpkg_query, "-W", "-f", DPKG_FORMAT, *packages])
-    return out
-
-
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -115,7 +92,6 @@ def main():
             "sysfs_root": {"type": "path", "default": "/sys"},
             "commands": {"type": "dict", "default": {}},
             "units": {"type": "list", "elements": "str", "default": []},
-            "packages": {"type": "list", "elements": "str", "default": []},
         },
         supports_check_mode=True,
     )
@@ -138,7 +114,6 @@ def main():
         modules={name: os.path.isdir(os.path.join(p["sysfs_root"], "module", name)) for name in p["modules"]},
         commands=commands,
         units=unit_states(module, p["units"]),
-        dpkg_rows=dpkg_rows(module, p["packages"]),
     )
 
 

@@ -26,7 +26,9 @@ def test_check_mode_on_a_fresh_node_lists_the_changes_and_makes_none(fresh_node,
     recap = res.recap[fresh_node]
     assert recap["unreachable"] == 0 and recap["failed"] == 0 and recap["changed"] >= 10
     out = " ".join(res.stdout.split())
-    assert "would install nvidia-driver-535, nvidia-fabricmanager-535 at 535.247.01" in out
+    # rackforge_packages' diff: the packages as they would be (the repository is not added yet)
+    assert "+nvidia-driver-535 535.247.01 (held)" in res.stdout
+    assert "+nvidia-fabricmanager-535 535.247.01 (held)" in res.stdout
     assert "+run /usr/local/sbin/mlnx_qos -i ens1np0 --trust dscp --pfc 0,0,0,1,0,0,0,0" in res.stdout
     assert "+net.ipv4.tcp_rmem = 4096 87380 134217728" in res.stdout
     assert "UNHEALTHY (check mode: the state before this run" in out

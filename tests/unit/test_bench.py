@@ -1,5 +1,5 @@
-"""The pieces the bench and the no-op target rest on: the probe module, the apt_pending filter
-and the task_census callback's classification (run on a real local playbook), the files module and
+"""The pieces the bench and the no-op target rest on: the probe module and the
+task_census callback's classification (run on a real local playbook), the files module and
 the fleet-size rule. The bench harness itself (bench/*.py): test_bench_harness.py."""
 
 from __future__ import annotations
@@ -16,8 +16,6 @@ import rackforge_probe
 from ansible.module_utils.testing import patch_module_args
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "filter_plugins"))
-from rackforge import apt_pending  # noqa: E402
 
 
 def run_probe(args, capsys):
@@ -51,69 +49,9 @@ def test_probe_reads_paths_files_modules_and_commands(tmp_path, capsys):
     assert res["commands"]["nope"]["rc"] is None and "not installed" in res["commands"]["nope"]["stderr"]
 
 
-def test_probe_reads_package_rows_in_the_format_apt_pending_reads(capsys, monkeypatch):
-    calls = []
-
-    def fake_run_command(self, argv, **kwargs):
-        calls.append(argv)
-        return 1, "dpkg\t1.21.22\tii \n", "dpkg-query: no packages found matching rackforge-none\n"
-
-    monkeypatch.setattr(rackforge_probe.AnsibleModule, "get_bin_path", lambda self, name, *a, **k: "/usr/bin/" + name)
-    monkeypatch.setattr(rackforge_probe.AnsibleModule, "run_command", fake_run_command)
-    res = run_probe({"packages": ["dpkg", "rackforge-none"]}, capsys)
-    # one dpkg-query for all of them; rc 1 (one package unknown) still gives the known rows
-    assert calls == [["/usr/bin/dpkg-query", "-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n", "dpkg", "rackforge-none"]]
-    assert apt_pending(res["dpkg_rows"], ["dpkg"]) == []
-    assert apt_pending(res["dpkg_rows"], ["rackforge-none"]) == ["rackforge-none (installed: none)"]
-    # nothing asked: no dpkg-query at all
-    calls.clear()
-    assert run_probe({}, capsys)["dpkg_rows"] == "" and calls == []
-
-
 def test_probe_refuses_a_command_that_is_not_an_argv_list(capsys):
     res = run_probe({"commands": {"bad": "ls -l | wc"}}, capsys)
     assert res["failed"] and "commands.bad must be a non-empty argv list" in res["msg"]
-
-
-DPKG = "kubeadm\t1.31.4-1.1\thi \nkubelet\t1.31.4-1.1\tii \nkubectl\t1.31.5-1.1\thi \nold\t1.0\trc \n"
-
-
-def test_apt_pending_names_version_hold_and_missing():
-    wanted = {"kubeadm": "1.31.4", "kubelet": "1.31.4", "kubectl": "1.31.4", "old": "1.0", "absent": "2"}
-    pending = apt_pending(DPKG, wanted, ["kubeadm", "kubelet", "kubectl"])
-    assert pending == [
-        "kubelet (not held)",
-        "kubectl=1.31.4 (installed: 1.31.5-1.1)",
-        "old=1.0 (installed: 1.0)",  # config files only (rc): not installed
-        "absent=2 (installed: none)",
-    ]
-
-
-def test_apt_pending_is_empty_when_everything_is_in_place():
-    assert apt_pending(DPKG, {"kubeadm": "1.31.4"}, ["kubeadm"]) == []
-    # a version is a prefix up to the Debian revision only: 1.31.4 is not 1.31.40
-    assert apt_pending("kubeadm\t1.31.40-1\thi \n", {"kubeadm": "1.31.4"}, []) != []
-
-
-def test_apt_pending_with_an_empty_version_takes_any_installed_version():
-    # apt's state: present (rdma_roce, container_runtime, monitoring): installed is enough
-    assert apt_pending(DPKG, {"kubectl": "", "kubeadm": ""}) == []
-    assert apt_pending(DPKG, {"old": "", "absent": ""}) == ["old (installed: 1.0)", "absent (installed: none)"]
-    # a list of packages means the same
-    assert apt_pending(DPKG, ["kubectl", "kubeadm"]) == []
-    assert apt_pending(DPKG, ["old", "absent"]) == ["old (installed: 1.0)", "absent (installed: none)"]
-
-
-def test_apt_pending_checks_the_repository_key_and_source_when_given():
-    line = "deb [signed-by=/k.asc] http://mirror/ /"
-    repo = {"key": "/k.asc", "key_sha256": "a" * 64, "key_checksum": "a" * 64, "source": "/s.list", "line": line}
-    assert apt_pending(DPKG, {"kubeadm": "1.31.4"}, ["kubeadm"], dict(repo, source_text="# x\n" + line + "\n")) == []
-    assert apt_pending(DPKG, {"kubeadm": "1.31.4"}, ["kubeadm"], dict(repo, key_sha256=None, source_text=None)) == [
-        "repository key /k.asc",
-        "repository source /s.list",
-    ]
-    # the line must be a whole line of the file, not a part of one
-    assert apt_pending(DPKG, {}, [], dict(repo, source_text="# " + line + "\n")) == ["repository source /s.list"]
 
 
 CENSUS_PLAY = """

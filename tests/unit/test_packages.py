@@ -156,7 +156,7 @@ def test_compare_versions_agrees_with_dpkg(a, b):
         (None, "1.0", False),
     ],
 )
-def test_version_matches_the_apt_pending_rule(have, want, matches):
+def test_version_matches_the_upstream_version_or_it_with_a_revision(have, want, matches):
     assert P.version_matches(have, want) is matches
 
 
