@@ -17,6 +17,14 @@ description:
   - Writes only when the parsed content changes (so comments survive an unchanged run), and
     only after C(containerd --config NEW config dump) accepted the new file.
   - Config version 2 (containerd 1.x) and 3 (containerd 2.x) are understood; version 1 is refused.
+  - "CNI plugins: with I(cni_bin_dir), containerd looks for them there. containerd up to 2.0 reads one
+    directory (C(cni.bin_dir); Debian's package sets /usr/lib/cni, while Calico and kubernetes-cni
+    install into /opt/cni/bin): it is replaced. containerd 2.1+ reads a list (C(cni.bin_dirs), used
+    when the config has it): the directory is put first and the others are kept."
+  - "So that the distro's plugins are not lost with the single directory, every executable in the
+    I(cni_link_from) directories gets a symlink in I(cni_bin_dir) where that name is not taken (a
+    plugin installed there, by Calico for one, wins). Done on every run, so plugins installed later
+    are linked too."
 options:
   path: {description: The config file., type: path, default: /etc/containerd/config.toml}
   systemd_cgroup: {description: SystemdCgroup of the runc runtime (must match the kubelet's cgroupDriver)., type: bool, default: true}
@@ -27,6 +35,12 @@ options:
   default_runtime_name: {description: "Make this runtime containerd's default (empty: leave as is).", type: str, default: ""}
   containerd: {description: The containerd binary (for the defaults and the validation)., type: path, default: containerd}
   backup: {description: Keep a timestamped copy of the file replaced., type: bool, default: true}
+  cni_bin_dir: {description: "Where containerd looks for CNI plugins (empty: leave as is).", type: path, default: ""}
+  cni_link_from:
+    description: Directories whose executables are linked into I(cni_bin_dir) where the name is free (needs cni_bin_dir).
+    type: list
+    elements: path
+    default: []
 """
 
 RETURN = r"""
@@ -34,6 +48,7 @@ version: {description: The config's version (2 or 3)., type: int, returned: succ
 runtimes: {description: Names of the CRI runtimes in the resulting config., type: list, returned: success}
 changes: {description: "Dotted keys that were set ([] when nothing changed).", type: list, returned: always}
 backup_file: {description: The copy of the replaced file., type: str, returned: when a backup was made}
+cni_links: {description: "Symlinks made (would be, in check mode): 'dest -> target'.", type: list, returned: always}
 """
 
 import copy
@@ -52,7 +67,7 @@ def runtimes_table(cfg, version):
     return cfg.setdefault("plugins", {}).setdefault(CRI_PLUGIN[version], {}).setdefault("containerd", {}).setdefault("runtimes", {})
 
 
-def merge(cfg, systemd_cgroup, runtimes, default_runtime):
+def merge(cfg, systemd_cgroup, runtimes, default_runtime, cni_bin_dir=""):
     """Apply the wanted settings to a parsed config in place; returns the dotted keys changed."""
     version = cfg.get("version")
     if version not in CRI_PLUGIN:
@@ -78,7 +93,40 @@ def merge(cfg, systemd_cgroup, runtimes, default_runtime):
     if default_runtime:
         ctr = cfg["plugins"][CRI_PLUGIN[version]]["containerd"]
         put(ctr, "default_runtime_name", default_runtime, "plugins.%s.containerd.default_runtime_name" % CRI_PLUGIN[version])
+    if cni_bin_dir:
+        cni = cfg["plugins"][CRI_PLUGIN[version]].setdefault("cni", {})
+        dotted = "plugins.%s.cni." % CRI_PLUGIN[version]
+        if isinstance(cni.get("bin_dirs"), list):  # containerd 2.1+: a search list
+            put(cni, "bin_dirs", [cni_bin_dir] + [d for d in cni["bin_dirs"] if d != cni_bin_dir], dotted + "bin_dirs")
+        else:  # one directory
+            put(cni, "bin_dir", cni_bin_dir, dotted + "bin_dir")
     return changes
+
+
+def plan_links(bin_dir, link_from):
+    """[(dest, target)]: a symlink in bin_dir for each executable file in the link_from directories
+    whose name is free there (the first directory listed wins a name)."""
+    links, taken = [], set()
+    for source in link_from:
+        if os.path.realpath(source) == os.path.realpath(bin_dir) or not os.path.isdir(source):
+            continue
+        for name in sorted(os.listdir(source)):
+            target = os.path.join(source, name)
+            dest = os.path.join(bin_dir, name)
+            if name in taken or not os.path.isfile(target) or not os.access(target, os.X_OK) or os.path.lexists(dest):
+                continue
+            taken.add(name)
+            links.append((dest, target))
+    return links
+
+
+def make_links(module, bin_dir, links):
+    try:
+        os.makedirs(bin_dir, mode=0o755, exist_ok=True)
+        for dest, target in links:
+            os.symlink(target, dest)
+    except OSError as exc:
+        module.fail_json(msg="cni_link_from: cannot link into %s: %s" % (bin_dir, exc))
 
 
 def main():
@@ -90,6 +138,8 @@ def main():
             "default_runtime_name": {"type": "str", "default": ""},
             "containerd": {"type": "path", "default": "containerd"},
             "backup": {"type": "bool", "default": True},
+            "cni_bin_dir": {"type": "path", "default": ""},
+            "cni_link_from": {"type": "list", "elements": "path", "default": []},
         },
         supports_check_mode=True,
     )
@@ -101,6 +151,11 @@ def main():
         module.fail_json(
             msg="default_runtime_name %r is neither runc nor one of runtimes (%s)" % (p["default_runtime_name"], ", ".join(p["runtimes"]))
         )
+    if p["cni_link_from"] and not p["cni_bin_dir"]:
+        module.fail_json(msg="cni_link_from needs cni_bin_dir (the directory the links go into)")
+    relative = [d for d in [p["cni_bin_dir"], *p["cni_link_from"]] if d and not os.path.isabs(d)]
+    if relative:
+        module.fail_json(msg="cni_bin_dir and cni_link_from take absolute paths; got %s" % ", ".join(relative))
     binary = module.get_bin_path(p["containerd"]) if not os.path.isabs(p["containerd"]) else p["containerd"]
     try:
         with open(p["path"], "rb") as fh:
@@ -126,15 +181,23 @@ def main():
         base_from = "containerd config default"
     wanted = copy.deepcopy(current)
     try:
-        changes = merge(wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"])
+        changes = merge(wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"], p["cni_bin_dir"])
     except ValueError as exc:
         module.fail_json(msg="%s: %s" % (p["path"], exc))
     if base_from != "file":
         changes.insert(0, "(whole file from %s)" % base_from)
     version = wanted["version"]
-    result = {"version": version, "runtimes": sorted(runtimes_table(wanted, version)), "changes": changes}
+    links = plan_links(p["cni_bin_dir"], p["cni_link_from"]) if p["cni_bin_dir"] else []
+    result = {
+        "version": version,
+        "runtimes": sorted(runtimes_table(wanted, version)),
+        "changes": changes,
+        "cni_links": ["%s -> %s" % link for link in links],
+    }
     if not changes:
-        module.exit_json(changed=False, **result)
+        if links and not module.check_mode:
+            make_links(module, p["cni_bin_dir"], links)
+        module.exit_json(changed=bool(links), **result)
     new_text = "# Managed by rackforge (container_runtime): merged, not templated. Keys added by hand or by\n"
     new_text += "# other tools are kept; rackforge's keys are set on every run.\n" + dumps(wanted)
     assert loads(new_text) == wanted  # the writer round-trips, or nothing is written
@@ -160,6 +223,8 @@ def main():
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+    if links:
+        make_links(module, p["cni_bin_dir"], links)
     module.exit_json(changed=True, diff=diff, **result)
 
 

@@ -96,7 +96,7 @@ def test_module_merges_debian_file_and_keeps_a_hand_added_runtime(tmp_path, caps
     res = run(args, capsys)
     assert res["changed"] and res["runtimes"] == ["nvidia", "runc"]
     cfg = tomllib.loads(path.read_text())
-    assert cfg["plugins"][CRI]["cni"]["bin_dir"] == "/usr/lib/cni"  # Debian's own setting kept
+    assert cfg["plugins"][CRI]["cni"]["bin_dir"] == "/usr/lib/cni"  # not asked to change it: kept
     # the GPU operator (or an operator by hand) adds a runtime; the next run keeps it
     runtimes(cfg)["nvidia-cdi"] = {
         "runtime_type": "io.containerd.runc.v2",
@@ -146,3 +146,56 @@ def test_module_refuses_bad_input_before_reading(tmp_path, capsys):
     bad.write_text("version = [\n")
     res = run({"path": str(bad), "containerd": fake_containerd(tmp_path)}, capsys)
     assert res["failed"] and "is not valid TOML" in res["msg"] and bad.read_text() == "version = [\n"
+
+
+def test_merge_points_a_single_cni_dir_at_calicos_and_puts_it_first_in_a_list():
+    # Debian 12's containerd searches only /usr/lib/cni; Calico installs into /opt/cni/bin
+    cfg = tomllib.loads((CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text())
+    assert cfg["plugins"][CRI]["cni"]["bin_dir"] == "/usr/lib/cni"
+    changes = containerd_config.merge(cfg, True, {}, "", "/opt/cni/bin")
+    assert cfg["plugins"][CRI]["cni"] == {"bin_dir": "/opt/cni/bin", "conf_dir": "/etc/cni/net.d"}
+    assert "plugins.%s.cni.bin_dir" % CRI in changes
+    assert containerd_config.merge(cfg, True, {}, "", "/opt/cni/bin") == []
+    # containerd 2.1+ reads bin_dirs (a list; bin_dir deprecated): the directory goes first, the rest stay
+    v3 = {"version": 3, "plugins": {"io.containerd.cri.v1.runtime": {"cni": {"bin_dirs": ["/usr/lib/cni", "/opt/cni/bin"]}}}}
+    containerd_config.merge(v3, True, {}, "", "/opt/cni/bin")
+    assert v3["plugins"]["io.containerd.cri.v1.runtime"]["cni"] == {"bin_dirs": ["/opt/cni/bin", "/usr/lib/cni"]}
+    assert "bin_dir" not in v3["plugins"]["io.containerd.cri.v1.runtime"]["cni"]
+
+
+def test_module_links_the_distro_plugins_into_the_cni_dir_without_replacing_any(tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    path.write_text((CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text())
+    distro, opt = tmp_path / "usr-lib-cni", tmp_path / "opt-cni-bin"
+    distro.mkdir()
+    for name in ("bridge", "loopback", "portmap"):
+        (distro / name).write_text("#!/bin/sh\n")
+        (distro / name).chmod(0o755)
+    (distro / "README").write_text("not a plugin\n")  # not executable: not linked
+    args = {
+        "path": str(path),
+        "containerd": fake_containerd(tmp_path),
+        "backup": False,
+        "cni_bin_dir": str(opt),
+        "cni_link_from": [str(distro)],
+    }
+    check = run(args, capsys, check_mode=True)
+    assert check["changed"] and len(check["cni_links"]) == 3 and not opt.exists()
+    res = run(args, capsys)
+    assert res["changed"] and tomllib.loads(path.read_text())["plugins"][CRI]["cni"]["bin_dir"] == str(opt)
+    assert sorted(os.listdir(opt)) == ["bridge", "loopback", "portmap"]
+    assert os.readlink(opt / "loopback") == str(distro / "loopback")
+    # Calico installs its own portmap later: it is kept; a plugin the distro adds later is linked
+    (opt / "portmap").unlink()
+    (opt / "portmap").write_text("calico's\n")
+    (distro / "tuning").write_text("#!/bin/sh\n")
+    (distro / "tuning").chmod(0o755)
+    again = run(args, capsys)
+    assert again["changed"] and again["changes"] == [] and again["cni_links"] == ["%s -> %s" % (opt / "tuning", distro / "tuning")]
+    assert (opt / "portmap").read_text() == "calico's\n"
+    assert not run(args, capsys)["changed"]
+
+
+def test_module_refuses_cni_links_without_a_cni_dir(tmp_path, capsys):
+    res = run({"path": str(tmp_path / "c.toml"), "cni_link_from": ["/usr/lib/cni"]}, capsys)
+    assert res["failed"] and "cni_link_from needs cni_bin_dir" in res["msg"]

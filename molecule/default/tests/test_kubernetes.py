@@ -21,10 +21,13 @@ def test_containerd_runs_with_systemd_cgroups_and_the_nvidia_runtime(host):
     assert runtimes["runc"]["options"]["SystemdCgroup"] is True
     assert runtimes["nvidia"]["options"] == {"BinaryName": "/usr/bin/nvidia-container-runtime", "SystemdCgroup": True}
     assert cfg["plugins"][CRI]["containerd"]["default_runtime_name"] == "nvidia"
-    assert cfg["plugins"][CRI]["cni"]["bin_dir"] == "/usr/lib/cni"  # Debian's own setting kept
+    # Debian ships bin_dir = "/usr/lib/cni"; Calico installs its plugin into /opt/cni/bin
+    assert cfg["plugins"][CRI]["cni"]["bin_dir"] == "/opt/cni/bin"
+    assert cfg["plugins"][CRI]["cni"]["conf_dir"] == "/etc/cni/net.d"  # Debian's other keys kept
     # containerd itself reads it that way
     dump = host.check_output("containerd config dump")
     assert 'BinaryName = "/usr/bin/nvidia-container-runtime"' in dump and "SystemdCgroup = true" in dump
+    assert 'bin_dir = "/opt/cni/bin"' in dump
 
 
 def test_kernel_modules_sysctls_and_swap(host):
