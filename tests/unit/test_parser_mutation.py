@@ -13,7 +13,7 @@ import re
 import zlib
 
 import pytest
-from ansible.module_utils.rackforge import hardware
+from ansible.module_utils.rackforge import hardware, kernel_log, nccl, nvbandwidth, pci, perftest
 from ansible.module_utils.rackforge import nvidia_smi as n
 from ansible.module_utils.rackforge import rdma as r
 from conftest import FIXTURES
@@ -39,6 +39,11 @@ PARSERS = {
     "ethtool-S": [(r.parse_ethtool_stats, r.ParseError)],
     "mlnx_qos": [(r.parse_mlnx_qos, r.ParseError)],
     "meminfo": [(hardware.parse_meminfo, NO_PARSE_ERROR)],
+    "perftest": [(perftest.parse_perftest, perftest.ParseError)],
+    "nccl-tests": [(nccl.parse_nccl_tests, nccl.ParseError)],
+    "nvbandwidth": [(nvbandwidth.parse_nvbandwidth, nvbandwidth.ParseError)],
+    "kernel-log-xid": [(kernel_log.parse_xid, kernel_log.ParseError)],
+    "lspci-vv": [(pci.parse_lspci_vv, pci.ParseError)],
 }
 
 GARBAGE_LINES = [
