@@ -1,0 +1,194 @@
+"""Pure decisions of the fabric acceptance (no I/O): which node pairs to test, and what the
+perftest, nvbandwidth and nccl-tests results (parsed by perftest.py, nvbandwidth.py, nccl.py)
+mean for each node and pair.
+
+Public, stable API:
+
+- pair_rounds(nodes, rack_of=None) -> [[(a, b), ...], ...]: rounds of disjoint pairs.
+- rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0) -> dict
+- localize(pairs_ok) -> {"nodes": {node: [failed partners]}, "pairs": [(a, b)], "undecided": [(a, b)]}
+- nvlink_pair_findings(result, min_gbps=None, min_fraction_of_median=0.9) -> [finding]
+- nccl_findings(result, min_busbw_gbps=400.0) -> [finding]
+- to_gbps(value, unit): a perftest bandwidth in Gb/s.
+
+Findings have the shape of health.finding (check, component, expected, observed, message).
+
+Pairing. The nodes are put on a ring ordered so that neighbours are in different racks where the
+racks allow it (one rack after the other, round robin), and every ring edge is tested once: N
+pairs for N nodes (O(N), never all pairs), in 2 rounds of disjoint pairs (3 when N is odd). Each
+node is in two pairs, which is what tells a bad node from a bad path: a node whose two pairs both
+fail is the finding; a pair that fails while both its nodes pass their other pair is the path's.
+
+Thresholds, and why these numbers. Bandwidth: the largest message's average of each run, the
+median over the repeated runs (one slow sample does not fail a pair), against a fraction of the
+line rate. Latency: the smallest message's typical latency (t_typical, perftest's median; t_avg
+where a layout has no typical), median over the runs, against the seeds' 5 us. NVLink: the seeds'
+>= 400 GB/s is a bus bandwidth; real 8x H100 captures show nccl-tests all_reduce busbw 465-477
+GB/s at 1-4 GiB messages, while nvbandwidth's per-pair device-to-device copies read 370-373 GB/s
+on the same class of node (tests/fixtures/realworld): the 400 GB/s floor is held against the
+nccl-tests busbw of the largest message; nvbandwidth pairs are held against the median of all
+pairs of the node (one slow pair stands out) and, optionally, a profile's own per-pair minimum.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+from ansible.module_utils.rackforge.health import finding
+
+
+def to_gbps(value, unit):
+    """perftest's bandwidth as Gb/s: "Gb/sec" as is; "MB/sec" is 2^20 bytes per second."""
+    if unit == "Gb/sec":
+        return float(value)
+    if unit == "MB/sec":
+        return float(value) * (1 << 20) * 8 / 1e9
+    raise ValueError("unknown perftest bandwidth unit %r" % (unit,))
+
+
+def _ring(nodes, rack_of):
+    """The nodes ordered so that consecutive ones are in different racks where possible."""
+    racks = {}
+    for node in nodes:
+        racks.setdefault((rack_of or {}).get(node, ""), []).append(node)
+    queues = [list(members) for _, members in sorted(racks.items(), key=lambda kv: (-len(kv[1]), kv[0]))]
+    order = []
+    while any(queues):
+        for queue in queues:
+            if queue:
+                order.append(queue.pop(0))
+    return order
+
+
+def pair_rounds(nodes, rack_of=None):
+    """Rounds of disjoint (a, b) pairs covering every edge of a rack-interleaved ring once."""
+    if len(set(nodes)) != len(nodes):
+        raise ValueError("pair_rounds: a node is listed twice")
+    ring = _ring(list(nodes), rack_of)
+    n = len(ring)
+    if n < 2:
+        return []
+    if n == 2:
+        return [[(ring[0], ring[1])]]
+    edges = [(ring[i], ring[(i + 1) % n]) for i in range(n)]
+    rounds = [edges[0 : n - 1 : 2], edges[1 : n - 1 : 2]]
+    if n % 2:
+        rounds.append([edges[-1]])  # the closing edge shares a node with both other rounds
+    else:
+        rounds[1].append(edges[-1])
+    return [r for r in rounds if r]
+
+
+def _median(values):
+    return statistics.median(values) if values else None
+
+
+def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0):
+    """{"bw_gbps", "lat_us", "ok", "findings"} for one pair and rail, from parse_perftest results
+    of the repeated runs (bw_runs of ib_write_bw, lat_runs of ib_write_lat)."""
+    bws = [to_gbps(run["rows"][-1]["bw_avg"], run["bw_unit"]) for run in bw_runs if run["rows"]]
+    lats = []
+    for run in lat_runs:
+        row = run["rows"][0] if run["rows"] else {}
+        value = row.get("t_typical_us") if row.get("t_typical_us") is not None else row.get("t_avg_us")
+        if value is not None:
+            lats.append(value)
+    bw, lat = _median(bws), _median(lats)
+    findings = []
+    floor = line_rate_gbps * min_fraction
+    if bw is None:
+        findings.append(finding("rdma_bandwidth", "pair", ">= %.1f Gb/s" % floor, "no result", "no bandwidth result from perftest"))
+    elif bw < floor:
+        findings.append(
+            finding(
+                "rdma_bandwidth",
+                "pair",
+                ">= %.1f Gb/s (%d %% of %s Gb/s)" % (floor, round(min_fraction * 100), line_rate_gbps),
+                "%.2f Gb/s (median of %d runs)" % (bw, len(bws)),
+                "RDMA write bandwidth %.2f Gb/s is below %d %% of the %s Gb/s line rate" % (bw, round(min_fraction * 100), line_rate_gbps),
+            )
+        )
+    if lat is None:
+        findings.append(finding("rdma_latency", "pair", "< %s us" % max_latency_us, "no result", "no latency result from perftest"))
+    elif lat >= max_latency_us:
+        findings.append(
+            finding(
+                "rdma_latency",
+                "pair",
+                "< %s us" % max_latency_us,
+                "%.2f us (median of %d runs)" % (lat, len(lats)),
+                "RDMA write latency %.2f us is not below %s us" % (lat, max_latency_us),
+            )
+        )
+    return {"bw_gbps": bw, "lat_us": lat, "ok": not findings, "findings": findings}
+
+
+def localize(pairs_ok):
+    """From {(a, b): ok} of one acceptance: the nodes to blame (every pair of theirs failed, and
+    they were in at least two), the pairs to blame (failed while both nodes passed another pair),
+    and the failed pairs that cannot be decided (a node in only one pair, e.g. a 2-node fleet)."""
+    partners = {}
+    for (a, b), ok in pairs_ok.items():
+        partners.setdefault(a, []).append((b, ok))
+        partners.setdefault(b, []).append((a, ok))
+    bad = {n: [p for p, _ in ps] for n, ps in partners.items() if len(ps) >= 2 and not any(ok for _, ok in ps)}
+    pairs, undecided = [], []
+    for (a, b), ok in sorted(pairs_ok.items()):
+        if ok or a in bad or b in bad:
+            continue
+        passed_elsewhere = all(any(ok2 for _, ok2 in partners[x]) for x in (a, b))
+        (pairs if passed_elsewhere else undecided).append((a, b))
+    return {"nodes": bad, "pairs": pairs, "undecided": undecided}
+
+
+def nvlink_pair_findings(result, min_gbps=None, min_fraction_of_median=0.9):
+    """Findings for GPU pairs of one nvbandwidth matrix (a parse_nvbandwidth test result) below
+    min_gbps or below min_fraction_of_median x the median of all the node's pairs."""
+    cells = result["matrix"]
+    if not cells:
+        return [finding("nvlink_bandwidth", "node", "a GPU pair matrix", "no pairs", "nvbandwidth measured no GPU pair")]
+    median = statistics.median(cells.values())
+    relative = median * min_fraction_of_median
+    floor = max([relative] + ([min_gbps] if min_gbps else []))
+    arrow = "<-" if "<-" in result.get("title", "") else "->"  # the title says which way the copy went
+    out = []
+    for (row, col), value in sorted(cells.items()):
+        if value < floor:
+            out.append(
+                finding(
+                    "nvlink_bandwidth",
+                    "GPU %s %s GPU %s" % (row, arrow, col),
+                    ">= %.2f GB/s" % floor,
+                    "%.2f GB/s" % value,
+                    "GPU pair %s/%s copies at %.2f GB/s; the node's pairs have a median of %.2f GB/s" % (row, col, value, median),
+                )
+            )
+    return out
+
+
+def nccl_findings(result, min_busbw_gbps=400.0):
+    """Findings of one nccl-tests run (parse_nccl_tests): wrong results, and the out-of-place bus
+    bandwidth of the largest message below min_busbw_gbps."""
+    out = []
+    if result["out_of_bounds"]:
+        out.append(
+            finding(
+                "nccl_results",
+                "node",
+                "0 out-of-bounds values",
+                str(result["out_of_bounds"]),
+                "nccl-tests found %s wrong results: a GPU or link corrupts data" % result["out_of_bounds"],
+            )
+        )
+    largest = max(result["rows"], key=lambda row: row["size"])
+    if largest["oop_busbw"] < min_busbw_gbps:
+        out.append(
+            finding(
+                "nccl_busbw",
+                "node",
+                ">= %.1f GB/s" % min_busbw_gbps,
+                "%.2f GB/s at %d bytes" % (largest["oop_busbw"], largest["size"]),
+                "all-reduce bus bandwidth %.2f GB/s at the largest message is below %.1f GB/s" % (largest["oop_busbw"], min_busbw_gbps),
+            )
+        )
+    return out
