@@ -1,0 +1,161 @@
+"""Pure GPU hardware health evaluation (no I/O): the faults that take GPU nodes out most often.
+
+Public, stable API:
+
+- DRAIN_XIDS: the Xid numbers that drain a node by default.
+- xid_findings(events, bus_ids, drain=DRAIN_XIDS) -> [finding]
+- gpu_hw_findings(gpus) -> [finding]
+- pci_key(address) -> (domain, bus, device)
+
+Inputs: events from kernel_log.parse_xid (the kernel log since the last check), the GPUs'
+"Bus Id" values, and the GPU sections of nvidia_smi.parse_query_text (`nvidia-smi -q`). Findings
+have health.finding's shape, the evidence as printed in `observed`.
+
+What is a finding, and why (NVIDIA's XID and "GPU memory error management" documents):
+- an Xid in the drain list on a GPU of the node (48 double-bit ECC, 63/64 row remapping pending
+  or failed, 74 NVLink, 79 fallen off the bus, 92 high single-bit rate, 94/95 contained /
+  uncontained ECC, 119 GSP timeout). An event on a bus address no GPU has any more (79 often
+  removes it) is named by the address. Other Xids (13, 31, 43: application faults) are not
+  hardware findings.
+- volatile uncorrectable ECC ("DRAM Uncorrectable" since 550, "Double Bit / Device Memory"
+  before): the GPU needs a reset. Aggregate counts are history and not a finding by themselves.
+- remapped rows: "Pending: Yes" needs a GPU reset to take effect; "Remapping Failure Occurred:
+  Yes" means the GPU has no spare rows left: replace it. Retired pages (pre-A100): "Pending Page
+  Blacklist: Yes" needs a reset.
+- a PCIe link narrower than its maximum width; a PCIe generation below the lower of the device's
+  and the host's maximum, only while the GPU is busy (an idle GPU lowers its generation to save
+  power: "Clocks Event Reasons / Idle: Active").
+- an active hardware slowdown (HW Slowdown, HW Thermal Slowdown, HW Power Brake Slowdown, SW
+  Thermal Slowdown): the GPU runs below its clocks because of temperature or the chassis' power
+  brake. SW Power Cap is normal under load and not a finding.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ansible.module_utils.rackforge.health import finding
+
+DRAIN_XIDS = (48, 63, 64, 74, 79, 92, 94, 95, 119)
+SLOWDOWNS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
+_PCI = re.compile(r"^(?:([0-9A-Fa-f]{4,8}):)?([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?$")
+
+
+def pci_key(address):
+    """'0000:3b:00' (an Xid line), '00000000:3B:00.0' (nvidia-smi) -> (0, 0x3b, 0); ValueError otherwise."""
+    m = _PCI.match(str(address).strip())
+    if not m:
+        raise ValueError("not a PCI address: %r" % (address,))
+    return (int(m.group(1) or "0", 16), int(m.group(2), 16), int(m.group(3), 16))
+
+
+def xid_findings(events, bus_ids, drain=DRAIN_XIDS):
+    """One finding per (GPU, Xid) in the drain list, with the count and the last event's detail."""
+    gpu_of = {pci_key(bus): (index, bus) for index, bus in enumerate(bus_ids)}
+    seen = {}
+    for event in events:
+        if event["xid"] not in drain:
+            continue
+        key = (pci_key(event["pci"]), event["xid"])
+        entry = seen.setdefault(key, {"count": 0, "event": event})
+        entry["count"] += 1
+        entry["event"] = event
+    out = []
+    for (pci, xid), entry in sorted(seen.items()):
+        gpu = gpu_of.get(pci)
+        component = "GPU %d (%s)" % gpu if gpu else "PCI %s (no GPU at this address now)" % entry["event"]["pci"]
+        detail = entry["event"]["detail"]
+        out.append(
+            finding(
+                "gpu_xid",
+                component,
+                "no Xid in %s" % ", ".join(str(x) for x in drain),
+                "Xid %d x%d: %s" % (xid, entry["count"], detail),
+                "%s logged Xid %d (%d times): %s" % (component, xid, entry["count"], detail),
+            )
+        )
+    return out
+
+
+def _count(value):
+    """A printed counter ('0', '1', 'N/A') as an int, None when not printed or N/A."""
+    return int(value) if isinstance(value, str) and value.isdigit() else None
+
+
+def _volatile_uncorrectable(ecc):
+    volatile = (ecc or {}).get("Volatile") if isinstance(ecc, dict) else None
+    if not isinstance(volatile, dict):
+        return None
+    if "DRAM Uncorrectable" in volatile:
+        return _count(volatile["DRAM Uncorrectable"])
+    double = volatile.get("Double Bit")
+    return _count(double.get("Device Memory")) if isinstance(double, dict) else None
+
+
+def _gpu_name(gpu, index):
+    return "GPU %d (%s)" % (index, gpu.get("Bus Id Header", "?"))
+
+
+def _pcie_findings(gpu, name):
+    pci = gpu.get("PCI")
+    link = pci.get("GPU Link Info") if isinstance(pci, dict) else None
+    if not isinstance(link, dict):
+        return []
+    out = []
+    width = link.get("Link Width") or {}
+    have, want = _count(str(width.get("Current", "")).rstrip("x")), _count(str(width.get("Max", "")).rstrip("x"))
+    if have is not None and want is not None and have < want:
+        out.append(finding("gpu_pcie_width", name, "x%d" % want, "x%d" % have, "%s: PCIe link trained at x%d of x%d" % (name, have, want)))
+    gen = link.get("PCIe Generation") or {}
+    maxima = [_count(gen.get(k)) for k in ("Device Max", "Host Max")]
+    maxima = [m for m in maxima if m is not None] or [m for m in [_count(gen.get("Max"))] if m is not None]
+    current = _count(gen.get("Current"))
+    idle = (gpu.get("Clocks Event Reasons") or gpu.get("Clocks Throttle Reasons") or {}).get("Idle") == "Active"
+    if maxima and current is not None and current < min(maxima) and not idle:
+        out.append(
+            finding(
+                "gpu_pcie_generation",
+                name,
+                "Gen%d" % min(maxima),
+                "Gen%d while busy" % current,
+                "%s: PCIe link runs at Gen%d while busy; the device and host allow Gen%d" % (name, current, min(maxima)),
+            )
+        )
+    return out
+
+
+def gpu_hw_findings(gpus):
+    """Findings for the GPU sections of `nvidia-smi -q` (parse_query_text(...)["gpus"])."""
+    out = []
+    for index, gpu in enumerate(gpus):
+        name = _gpu_name(gpu, index)
+        dbe = _volatile_uncorrectable(gpu.get("ECC Errors"))
+        if dbe:
+            out.append(
+                finding(
+                    "gpu_ecc_uncorrectable", name, "0", str(dbe), "%s: %d volatile uncorrectable ECC errors; reset the GPU" % (name, dbe)
+                )
+            )
+        rows = gpu.get("Remapped Rows")
+        if isinstance(rows, dict):
+            if rows.get("Remapping Failure Occurred") == "Yes":
+                out.append(finding("gpu_row_remap_failure", name, "No", "Yes", "%s: row remapping failed; replace the GPU" % name))
+            if rows.get("Pending") == "Yes":
+                out.append(finding("gpu_row_remap_pending", name, "No", "Yes", "%s: a row remap is pending; reset the GPU" % name))
+        pages = gpu.get("Retired Pages")
+        if isinstance(pages, dict) and pages.get("Pending Page Blacklist") == "Yes":
+            out.append(finding("gpu_retired_pages_pending", name, "No", "Yes", "%s: a page retirement is pending; reset the GPU" % name))
+        out.extend(_pcie_findings(gpu, name))
+        reasons = gpu.get("Clocks Event Reasons") or gpu.get("Clocks Throttle Reasons") or {}
+        active = [r for r in SLOWDOWNS if isinstance(reasons, dict) and reasons.get(r) == "Active"]
+        if active:
+            out.append(
+                finding(
+                    "gpu_slowdown",
+                    name,
+                    "no hardware slowdown",
+                    ", ".join(active),
+                    "%s: clocks held down by %s" % (name, ", ".join(active)),
+                )
+            )
+    return out
