@@ -6,7 +6,8 @@ module: nvidia_gpu_info
 short_description: Read NVIDIA driver, GPU and NVSwitch fabric facts from nvidia-smi
 description:
   - Read-only. Runs C(nvidia-smi -q -x) (XML, robust to layout changes) and C(nvidia-smi -q) for the
-    fabric section (which older XML schemas lack), and parses both with module_utils/rackforge.
+    fabric section (which older XML schemas lack) and the GPU hardware health, and parses both with
+    module_utils/rackforge.
   - Works on a host without a driver (C(present=false)) and reports a loaded-but-mismatched driver
     (C(reboot_required=true)) instead of failing.
 options:
@@ -60,7 +61,11 @@ fabric:
   type: list
   elements: dict
 findings:
-  description: The driver finding (check driver) when nvidia-smi cannot talk to a loaded driver or is not installed, else [].
+  description:
+    - The driver finding (check driver) when nvidia-smi cannot talk to a loaded driver or is not installed.
+    - Else the GPU hardware findings of C(nvidia-smi -q) (module_utils/rackforge/gpu_health.py): volatile uncorrectable
+      ECC errors, a row remap pending or failed, a page retirement pending, a PCIe link below its width (or, while
+      busy, its generation), an active hardware slowdown; [] when there is none.
   returned: always
   type: list
   elements: dict
@@ -72,8 +77,9 @@ fabric_completed:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
+from ansible.module_utils.rackforge.gpu_health import gpu_hw_findings
 from ansible.module_utils.rackforge.health import driver_finding, fabric_summary
-from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_xml
+from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_text, parse_query_xml
 
 
 def main():
@@ -95,13 +101,18 @@ def main():
         if rc2 != 0:
             module.fail_json(msg="nvidia-smi -q failed where -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
         result["fabric"], result["fabric_completed"] = fabric_summary(parse_fabric(text))
+        findings = gpu_hw_findings(parse_query_text(text)["gpus"])
     except ParseError as exc:
         module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, rc=rc, stdout=out, stderr=err)
     for position, gpu in enumerate(parsed["gpus"]):
         gpu["index"] = position  # nvidia-smi -i's numbering: enumeration (PCI bus) order
         gpu["supported_clocks"] = {str(k): v for k, v in gpu["supported_clocks"].items()}
     result.update(
-        findings=[], driver_loaded=True, driver_version=parsed["driver_version"], cuda_version=parsed["cuda_version"], gpus=parsed["gpus"]
+        findings=findings,
+        driver_loaded=True,
+        driver_version=parsed["driver_version"],
+        cuda_version=parsed["cuda_version"],
+        gpus=parsed["gpus"],
     )
     module.exit_json(**result)
 

@@ -19,6 +19,10 @@ CASES = [
     (("pfc_off", "ca=mlx5_6"), "mlx5_6/1 (ens7np0): PFC not enabled on lossless priority 3 (no rx_prio3_pause counter)"),
     (("roce_mtu_1024", "ca=mlx5_0"), "mlx5_0/1 (ens1np0): RoCE active MTU 1024 with netdev MTU 9000, expected 4096"),
     (("pause_storm", "ca=mlx5_2", "count=3"), "mlx5_2/1 (ens3np0): tx_pause_storm_error_events rose to 3 (baseline 0)"),
+    # GPU hardware, as the real nvidia-smi -q prints it over the lab NVML
+    (("gpu_ecc_uncorrectable", "gpu=3", "count=2"), "GPU 3 (00000000:5D:00.0): 2 volatile uncorrectable ECC errors; reset the GPU"),
+    (("gpu_row_remap_failure", "gpu=1"), "GPU 1 (00000000:3B:00.0): row remapping failed; replace the GPU"),
+    (("gpu_hw_slowdown", "gpu=6"), "GPU 6 (00000000:CB:00.0): clocks held down by HW Slowdown, HW Power Brake Slowdown"),
     # a health tool that fails is a finding, not a pass: without ib_uverbs every verbs tool fails
     ("unload-ib_uverbs", "ibv_devinfo: the roce_mtu check could not run: ibv_devinfo failed"),
 ]

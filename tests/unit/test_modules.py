@@ -28,6 +28,25 @@ def test_gpu_info_reads_simulated_h100(tmp_path, monkeypatch, capsys):
     assert len(res["gpus"]) == 8 and res["gpus"][0]["power"]["max_limit"] == 700.0
     assert res["fabric"][0]["state"] == "Completed"
     assert res["fabric_completed"] is True and all(f["completed"] for f in res["fabric"])
+    assert res["findings"] == []  # healthy GPUs: no hardware finding
+
+
+@pytest.mark.parametrize(
+    ("fault", "check", "observed"),
+    [
+        (["gpu_ecc_uncorrectable", "gpu=3", "count=2"], "gpu_ecc_uncorrectable", "2"),
+        (["gpu_row_remap_pending", "gpu=3"], "gpu_row_remap_pending", "Yes"),
+        (["gpu_row_remap_failure", "gpu=3"], "gpu_row_remap_failure", "Yes"),
+        (["gpu_pcie_downtrained", "gpu=3", "width=4"], "gpu_pcie_width", "x4"),
+        (["gpu_hw_slowdown", "gpu=3"], "gpu_slowdown", "HW Slowdown, HW Power Brake Slowdown"),
+    ],
+)
+def test_gpu_info_reports_gpu_hardware_faults_as_the_real_nvidia_smi_prints_them(tmp_path, monkeypatch, capsys, fault, check, observed):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", *fault)
+    res = run_module(nvidia_gpu_info, {}, sim, monkeypatch, capsys)
+    assert res["driver_loaded"] and not res.get("failed")
+    assert [(f["check"], f["component"], f["observed"]) for f in res["findings"]] == [(check, "GPU 3 (00000000:5D:00.0)", observed)]
 
 
 def test_gpu_info_fabric_in_progress_is_not_completed(tmp_path, monkeypatch, capsys):

@@ -38,6 +38,7 @@ from hwsimlib.nvml_gpu import (
     CLOCK_LIMIT_IDS,
     CUDA_BY_BRANCH,
     DRIVER_NOT_LOADED,
+    GPU_HW_FAULTS,
     INVALID_ARGUMENT,
     LIB_RM_VERSION_MISMATCH,
     NO_PERMISSION,
@@ -93,6 +94,7 @@ def state_lines():
         "fabric": fabric_state()[0],
         "seed": node()["seed"],
         "errors": {(int(f["gpu"]), int(f["link"])): int(f.get("count", 1)) for f in node_faults if f["kind"] == "nvlink_errors"},
+        "hw_faults": [f for f in node_faults if f["kind"] in GPU_HW_FAULTS],
     }
     ctx["up"] = active_links(ctx["prof"], node_faults)
     for slot in ctx["order"]:

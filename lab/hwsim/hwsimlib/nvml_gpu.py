@@ -44,6 +44,10 @@ NVML_ERROR_NOT_READY = 27
 # nvmlNvLinkCapability_t bits: P2P supported, P2P atomics, link valid
 NVLINK_CAPS = (1 << 0) | (1 << 2) | (1 << 5)
 THROTTLE_IDLE, THROTTLE_ALL = 0x1, 0x1FF
+# nvmlClocksThrottleReasons: HwSlowdown, HwPowerBrakeSlowdown (the real HGX H100 capture shows both)
+THROTTLE_HW_SLOWDOWN, THROTTLE_HW_POWER_BRAKE = 0x8, 0x80
+# the GPU hardware faults gpu_lines applies (hwsimlib/state.py FAULTS describes them)
+GPU_HW_FAULTS = ("gpu_ecc_uncorrectable", "gpu_row_remap_pending", "gpu_row_remap_failure", "gpu_pcie_downtrained", "gpu_hw_slowdown")
 MIB = 1 << 20
 # NVML_CLOCK_LIMIT_ID_RANGE_START / TDP / UNLIMITED: nvmlDeviceSetGpuLockedClocks' named limits
 CLOCK_LIMIT_IDS = (0xFFFFFF00, 0xFFFFFF01, 0xFFFFFF02)
@@ -122,6 +126,10 @@ def gpu_lines(ctx, slot):
     bus = _bus(prof, slot)
     fstate = ctx["fabric"]
     link_errors = ctx["errors"]
+    hw = {f["kind"]: f for f in ctx.get("hw_faults", ()) if f.get("gpu") == str(slot)}
+    width = int(hw["gpu_pcie_downtrained"].get("width", 8)) if "gpu_pcie_downtrained" in hw else g["pcie"]["width"]
+    throttle = THROTTLE_HW_SLOWDOWN | THROTTLE_HW_POWER_BRAKE if "gpu_hw_slowdown" in hw else THROTTLE_IDLE
+    dbe = int(hw["gpu_ecc_uncorrectable"].get("count", 1)) if "gpu_ecc_uncorrectable" in hw else 0
     out = [
         "gpu %d" % slot,
         "name %s" % g["name"],
@@ -135,7 +143,7 @@ def gpu_lines(ctx, slot):
         "multi_gpu 0",
         "gsp %s" % driver,
         "pci 0 0x%x 0 0x%s10de 0x%s10de" % (bus, g["pci_device"][2:], g["subsystem"][2:]),
-        "pcie %d %d %d %d %d" % (g["pcie"]["gen"], g["pcie"]["gen"], g["pcie"]["gen"], g["pcie"]["width"], g["pcie"]["width"]),
+        "pcie %d %d %d %d %d" % (g["pcie"]["gen"], g["pcie"]["gen"], g["pcie"]["gen"], width, g["pcie"]["width"]),
         "pcie_replay 0",
         "pcie_throughput 0 0",
         "memory %d %d 0" % (g["memory_mib"] * MIB, g["memory_reserved_mib"] * MIB),
@@ -147,7 +155,7 @@ def gpu_lines(ctx, slot):
         "codec 0 0 0 0",
         "virtualization 0",
         "accounting 0 4000",
-        "throttle 0x%x 0x%x" % (THROTTLE_IDLE, THROTTLE_ALL),
+        "throttle 0x%x 0x%x" % (throttle, THROTTLE_ALL),
         "temp %d" % g["temperature"]["gpu"],
         "numa %d" % g["numa"][slot],
         "cpuset %s" % " ".join(_cpuset_words(g["cpu_affinity"][slot])),
@@ -206,19 +214,23 @@ def gpu_lines(ctx, slot):
     for key, ttype in THRESHOLD.items():
         if key in temps.get("thresholds", {}):
             out.append("temp_threshold %d %d" % (ttype, temps["thresholds"][key]))
-    # ECC (enabled, no errors); Ampere+ retire rows (row remapping) instead of pages
+    # ECC (enabled, no errors unless a fault adds uncorrected ones: nvmlMemoryErrorType 1, both
+    # the volatile and the aggregate counter, at device memory: location 2); Ampere+ retire rows
+    # (row remapping) instead of pages
     ecc = g.get("ecc", {})
     if ecc:
         out.append("ecc 1 1")
         for err in (0, 1):
             for counter in (0, 1):
-                out.append("ecc_total %d %d 0" % (err, counter))
+                n_err = dbe if err == 1 else 0
+                out.append("ecc_total %d %d %d" % (err, counter, n_err))
                 for location in ecc.get("locations", (2,)):
-                    out.append("ecc_counter %d %d %d 0" % (err, counter, location))
+                    out.append("ecc_counter %d %d %d %d" % (err, counter, location, n_err if location == 2 else 0))
         if ecc.get("sram_status"):  # nvmlDeviceGetSramEccErrorStatus: no SRAM errors, threshold not exceeded
             out.append("sram_ecc" + " 0" * 12)
         if ecc.get("row_remapping"):
-            out.append("remapped 0 0 0 0")
+            pending, failure = int("gpu_row_remap_pending" in hw), int("gpu_row_remap_failure" in hw)
+            out.append("remapped 0 %d %d %d" % (pending + failure, pending, failure))
             out.append("remap_histogram %d 0 0 0 0" % ecc["row_remapping"]["banks"])
         else:
             out.append("retired 0 0 0")

@@ -29,6 +29,11 @@ FAULTS = {
     "nvlink_errors": "GPU <gpu> link <link> gains <count> replay/recovery/CRC errors",
     "gpu_setting_unsupported": "GPU <gpu|all>: NVML answers Not Supported to <op> (persistence, app-clocks, locked-clocks, power-limit)",
     "pause_storm": "<ca> reports <count> tx_pause_storm_error_events (the NIC cut off a PFC pause storm)",
+    "gpu_ecc_uncorrectable": "GPU <gpu> counts <count> volatile uncorrectable DRAM ECC errors",
+    "gpu_row_remap_pending": "GPU <gpu> has a row remap pending (it takes effect at the next GPU reset)",
+    "gpu_row_remap_failure": "GPU <gpu> failed to remap a row (no spare rows left)",
+    "gpu_pcie_downtrained": "GPU <gpu> PCIe link trained at x<width> (default 8) of x16",
+    "gpu_hw_slowdown": "GPU <gpu> busy with its clocks held by HW Slowdown and the power brake",
 }
 
 
