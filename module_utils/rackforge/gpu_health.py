@@ -17,14 +17,14 @@ What is a finding, and why (NVIDIA's XID and "GPU memory error management" docum
   uncontained ECC, 119 GSP timeout). An event on a bus address no GPU has any more (79 often
   removes it) is named by the address. Other Xids (13, 31, 43: application faults) are not
   hardware findings.
-- volatile uncorrectable ECC ("DRAM Uncorrectable" since 550, "Double Bit / Device Memory"
-  before): the GPU needs a reset. Aggregate counts are history and not a finding by themselves.
+- volatile uncorrectable ECC (the DRAM and SRAM uncorrectable counters since 535, "Double Bit /
+  Total" before): the GPU needs a reset. Aggregate counts are history and not a finding by themselves.
 - remapped rows: "Pending: Yes" needs a GPU reset to take effect; "Remapping Failure Occurred:
   Yes" means the GPU has no spare rows left: replace it. Retired pages (pre-A100): "Pending Page
   Blacklist: Yes" needs a reset.
-- a PCIe link narrower than its maximum width; a PCIe generation below the lower of the device's
-  and the host's maximum, only while the GPU is busy (an idle GPU lowers its generation to save
-  power: "Clocks Event Reasons / Idle: Active").
+- a PCIe link narrower than its maximum width or below the system's maximum generation, judged
+  only while the GPU is busy (an idle GPU may lower both to save power: "Clocks Event Reasons /
+  Idle: Active").
 - an active hardware slowdown (HW Slowdown, HW Thermal Slowdown, HW Power Brake Slowdown, SW
   Thermal Slowdown): the GPU runs below its clocks because of temperature or the chassis' power
   brake. SW Power Cap is normal under load and not a finding.
@@ -82,14 +82,27 @@ def _count(value):
     return int(value) if isinstance(value, str) and value.isdigit() else None
 
 
+def _section(node, *path):
+    """node[path...] when every step is a dict section (a printed N/A is a string), else {}."""
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
 def _volatile_uncorrectable(ecc):
-    volatile = (ecc or {}).get("Volatile") if isinstance(ecc, dict) else None
-    if not isinstance(volatile, dict):
-        return None
-    if "DRAM Uncorrectable" in volatile:
-        return _count(volatile["DRAM Uncorrectable"])
-    double = volatile.get("Double Bit")
-    return _count(double.get("Device Memory")) if isinstance(double, dict) else None
+    """The sum of the volatile uncorrectable counters: DRAM and SRAM (parity, SEC-DED) since 535,
+    "Double Bit / Total" before; None when none is printed as a number."""
+    volatile = _section(ecc, "Volatile")
+    counts = [_count(v) for k, v in volatile.items() if "Uncorrectable" in k]
+    if not counts:
+        counts = [_count(_section(volatile, "Double Bit").get("Total"))]
+    counts = [c for c in counts if c is not None]
+    return sum(counts) if counts else None
+
+
+def _reasons(gpu):
+    """The clock event reasons section (550+: "Clocks Event Reasons", before: "Clocks Throttle Reasons")."""
+    return _section(gpu, "Clocks Event Reasons") or _section(gpu, "Clocks Throttle Reasons")
 
 
 def _gpu_name(gpu, index):
@@ -97,28 +110,39 @@ def _gpu_name(gpu, index):
 
 
 def _pcie_findings(gpu, name):
-    pci = gpu.get("PCI")
-    link = pci.get("GPU Link Info") if isinstance(pci, dict) else None
-    if not isinstance(link, dict):
+    """Width and generation below their maximum, judged only while the GPU is busy: an idle GPU
+    may lower both to save power (NVIDIA's nvidia-smi documentation of pcie.link.gen.current and
+    pcie.link.width.current). The generation's maximum is "Max", the system's (the lower of the
+    GPU's and the slot's); a driver that prints none there falls back to Device Max / Host Max."""
+    link = _section(gpu, "PCI", "GPU Link Info")
+    if not link or _reasons(gpu).get("Idle") == "Active":
         return []
     out = []
-    width = link.get("Link Width") or {}
+    width = _section(link, "Link Width")
     have, want = _count(str(width.get("Current", "")).rstrip("x")), _count(str(width.get("Max", "")).rstrip("x"))
     if have is not None and want is not None and have < want:
-        out.append(finding("gpu_pcie_width", name, "x%d" % want, "x%d" % have, "%s: PCIe link trained at x%d of x%d" % (name, have, want)))
-    gen = link.get("PCIe Generation") or {}
-    maxima = [_count(gen.get(k)) for k in ("Device Max", "Host Max")]
-    maxima = [m for m in maxima if m is not None] or [m for m in [_count(gen.get("Max"))] if m is not None]
+        out.append(
+            finding(
+                "gpu_pcie_width",
+                name,
+                "x%d" % want,
+                "x%d while busy" % have,
+                "%s: PCIe link runs at x%d of x%d while busy" % (name, have, want),
+            )
+        )
+    gen = _section(link, "PCIe Generation")
+    top = _count(gen.get("Max"))
+    if top is None:
+        top = min([m for m in (_count(gen.get("Device Max")), _count(gen.get("Host Max"))) if m is not None], default=None)
     current = _count(gen.get("Current"))
-    idle = (gpu.get("Clocks Event Reasons") or gpu.get("Clocks Throttle Reasons") or {}).get("Idle") == "Active"
-    if maxima and current is not None and current < min(maxima) and not idle:
+    if top is not None and current is not None and current < top:
         out.append(
             finding(
                 "gpu_pcie_generation",
                 name,
-                "Gen%d" % min(maxima),
+                "Gen%d" % top,
                 "Gen%d while busy" % current,
-                "%s: PCIe link runs at Gen%d while busy; the device and host allow Gen%d" % (name, current, min(maxima)),
+                "%s: PCIe link runs at Gen%d while busy; the system allows Gen%d" % (name, current, top),
             )
         )
     return out
@@ -146,8 +170,8 @@ def gpu_hw_findings(gpus):
         if isinstance(pages, dict) and pages.get("Pending Page Blacklist") == "Yes":
             out.append(finding("gpu_retired_pages_pending", name, "No", "Yes", "%s: a page retirement is pending; reset the GPU" % name))
         out.extend(_pcie_findings(gpu, name))
-        reasons = gpu.get("Clocks Event Reasons") or gpu.get("Clocks Throttle Reasons") or {}
-        active = [r for r in SLOWDOWNS if isinstance(reasons, dict) and reasons.get(r) == "Active"]
+        reasons = _reasons(gpu)
+        active = [r for r in SLOWDOWNS if reasons.get(r) == "Active"]
         if active:
             out.append(
                 finding(

@@ -48,14 +48,10 @@ def test_aggregate_ecc_history_is_not_a_finding_but_a_volatile_one_is():
 
 
 def test_the_pre_550_double_bit_layout_is_read():
-    # built from the real V100 capture: the volatile double-bit device memory counter set to 3
-    v100 = gpus(
-        "v100-sxm2-16gb-8gpu-550",
-        (
-            "Double Bit            \n                Device Memory             : 0",
-            "Double Bit            \n                Device Memory             : 3",
-        ),
-    )
+    # built from the real V100 capture: the volatile double-bit total set to 3 (device memory,
+    # register file, L1, L2 all count)
+    v100 = gpus("v100-sxm2-16gb-8gpu-550")
+    v100[0]["ECC Errors"]["Volatile"]["Double Bit"]["Total"] = "3"
     [f] = G.gpu_hw_findings(v100)
     assert f["check"] == "gpu_ecc_uncorrectable" and f["component"].startswith("GPU 0 ")
 
@@ -80,14 +76,42 @@ def test_pcie_width_and_generation_below_the_maximum():
         for f in G.gpu_hw_findings(gpus(h100, ("Current                   : 16x", "Current                   : 8x")))
         if f["check"] != "gpu_slowdown"
     ]
-    assert [(f["check"], f["expected"], f["observed"]) for f in narrow] == [("gpu_pcie_width", "x16", "x8")]
+    assert [(f["check"], f["expected"], f["observed"]) for f in narrow] == [("gpu_pcie_width", "x16", "x8 while busy")]
     slow = gpus(h100, ("Current                   : 5\n", "Current                   : 3\n"))
     gen = [f for f in G.gpu_hw_findings(slow) if f["check"] == "gpu_pcie_generation"]
     assert [(f["expected"], f["observed"]) for f in gen] == [("Gen5", "Gen3 while busy")]
-    # an idle GPU lowers its generation to save power: not a finding
+    # an idle GPU may lower its generation and width to save power: not a finding
     idle = gpus(h100, ("Current                   : 5\n", "Current                   : 3\n"))
     idle[0]["Clocks Event Reasons"]["Idle"] = "Active"
-    assert [f for f in G.gpu_hw_findings(idle) if f["check"] == "gpu_pcie_generation"] == []
+    idle[0]["PCI"]["GPU Link Info"]["Link Width"]["Current"] = "8x"
+    assert [f for f in G.gpu_hw_findings(idle) if f["check"].startswith("gpu_pcie")] == []
+
+
+def test_the_generation_is_held_to_the_systems_maximum_not_the_devices():
+    # built from the real busy H100: a Gen5 GPU in a Gen4 slot whose driver prints Host Max N/A
+    h100 = gpus("h100-8gpu-hgx-535-fabric-completed-powerbrake")
+    h100[0]["PCI"]["GPU Link Info"]["PCIe Generation"].update({"Max": "4", "Current": "4", "Device Max": "5", "Host Max": "N/A"})
+    assert [f for f in G.gpu_hw_findings(h100[:1]) if f["check"].startswith("gpu_pcie")] == []
+
+
+def test_sections_printed_as_na_do_not_break_the_evaluation():
+    # drivers print some sections as one "N/A" value (470: "Clocks Throttle Reasons : N/A")
+    h100 = gpus("h100-8gpu-hgx-535-fabric-completed-powerbrake")[:1]
+    h100[0].pop("Clocks Event Reasons")
+    h100[0]["Clocks Throttle Reasons"] = "N/A"
+    h100[0]["PCI"]["GPU Link Info"]["Link Width"] = "N/A"
+    h100[0]["PCI"]["GPU Link Info"]["PCIe Generation"] = "N/A"
+    h100[0]["ECC Errors"] = "N/A"
+    h100[0]["Remapped Rows"] = "N/A"
+    assert G.gpu_hw_findings(h100) == []
+
+
+def test_every_volatile_uncorrectable_counter_counts():
+    # built from the real H200: SRAM parity and SEC-DED errors need a GPU reset as DRAM ones do
+    h200 = gpus("h200-550-fabric-completed-clique0")
+    h200[0]["ECC Errors"]["Volatile"].update({"SRAM Uncorrectable Parity": "1", "SRAM Uncorrectable SEC-DED": "2"})
+    [f] = G.gpu_hw_findings(h200)
+    assert f["check"] == "gpu_ecc_uncorrectable" and f["observed"] == "3"
 
 
 def test_drain_xids_on_real_logs_are_findings_per_gpu_with_count_and_detail():

@@ -37,7 +37,7 @@ def test_gpu_info_reads_simulated_h100(tmp_path, monkeypatch, capsys):
         (["gpu_ecc_uncorrectable", "gpu=3", "count=2"], "gpu_ecc_uncorrectable", "2"),
         (["gpu_row_remap_pending", "gpu=3"], "gpu_row_remap_pending", "Yes"),
         (["gpu_row_remap_failure", "gpu=3"], "gpu_row_remap_failure", "Yes"),
-        (["gpu_pcie_downtrained", "gpu=3", "width=4"], "gpu_pcie_width", "x4"),
+        (["gpu_pcie_downtrained", "gpu=3", "width=4"], "gpu_pcie_width", "x4 while busy"),
         (["gpu_hw_slowdown", "gpu=3"], "gpu_slowdown", "HW Slowdown, HW Power Brake Slowdown"),
     ],
 )

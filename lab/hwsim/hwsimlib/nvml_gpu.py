@@ -128,7 +128,11 @@ def gpu_lines(ctx, slot):
     link_errors = ctx["errors"]
     hw = {f["kind"]: f for f in ctx.get("hw_faults", ()) if f.get("gpu") == str(slot)}
     width = int(hw["gpu_pcie_downtrained"].get("width", 8)) if "gpu_pcie_downtrained" in hw else g["pcie"]["width"]
-    throttle = THROTTLE_HW_SLOWDOWN | THROTTLE_HW_POWER_BRAKE if "gpu_hw_slowdown" in hw else THROTTLE_IDLE
+    throttle = THROTTLE_IDLE
+    if "gpu_hw_slowdown" in hw:
+        throttle = THROTTLE_HW_SLOWDOWN | THROTTLE_HW_POWER_BRAKE
+    elif "gpu_pcie_downtrained" in hw:
+        throttle = 0  # busy: an idle GPU's link width is not judged
     dbe = int(hw["gpu_ecc_uncorrectable"].get("count", 1)) if "gpu_ecc_uncorrectable" in hw else 0
     out = [
         "gpu %d" % slot,

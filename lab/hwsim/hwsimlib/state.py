@@ -32,7 +32,7 @@ FAULTS = {
     "gpu_ecc_uncorrectable": "GPU <gpu> counts <count> volatile uncorrectable DRAM ECC errors",
     "gpu_row_remap_pending": "GPU <gpu> has a row remap pending (it takes effect at the next GPU reset)",
     "gpu_row_remap_failure": "GPU <gpu> failed to remap a row (no spare rows left)",
-    "gpu_pcie_downtrained": "GPU <gpu> PCIe link trained at x<width> (default 8) of x16",
+    "gpu_pcie_downtrained": "GPU <gpu> busy with its PCIe link at x<width> (default 8) of x16",
     "gpu_hw_slowdown": "GPU <gpu> busy with its clocks held by HW Slowdown and the power brake",
 }
 
