@@ -13,7 +13,7 @@ import re
 import zlib
 
 import pytest
-from ansible.module_utils.rackforge import hardware, kernel_log, nccl, nvbandwidth, pci, perftest
+from ansible.module_utils.rackforge import hardware, kernel_log, mdstat, nccl, nvbandwidth, pci, perftest
 from ansible.module_utils.rackforge import nvidia_smi as n
 from ansible.module_utils.rackforge import rdma as r
 from conftest import FIXTURES
@@ -44,6 +44,7 @@ PARSERS = {
     "nvbandwidth": [(nvbandwidth.parse_nvbandwidth, nvbandwidth.ParseError)],
     "kernel-log-xid": [(kernel_log.parse_xid, kernel_log.ParseError)],
     "lspci-vv": [(pci.parse_lspci_vv, pci.ParseError)],
+    "mdstat": [(mdstat.parse_mdstat, mdstat.ParseError)],
 }
 
 GARBAGE_LINES = [
