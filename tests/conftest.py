@@ -15,3 +15,8 @@ FIXTURES = ROOT / "tests" / "fixtures" / "realworld"
 
 def fixture(tool, name):
     return (FIXTURES / tool / (name + ".txt")).read_text()
+
+
+def captures(tool="*"):
+    """The capture files of one tool's directory (all directories by default), without their .src.txt."""
+    return sorted(p for p in FIXTURES.glob("%s/*.txt" % tool) if not p.name.endswith(".src.txt"))

@@ -4,7 +4,7 @@ import re
 
 import pytest
 from ansible.module_utils.rackforge import nvbandwidth as nvb
-from conftest import FIXTURES, fixture
+from conftest import FIXTURES, captures, fixture
 
 H100 = "h100-azure-ndv5-8gpu-nvlink-d2d-read-ce-v0.4"
 H800 = "h800-8gpu-nvlink-full-run-v0.2"
@@ -20,7 +20,7 @@ def parse(name):
 
 
 def test_every_capture_has_provenance():
-    names = sorted(p.name[: -len(".txt")] for p in (FIXTURES / "nvbandwidth").glob("*.txt") if not p.name.endswith(".src.txt"))
+    names = [p.stem for p in captures("nvbandwidth")]
     assert names == sorted([*ALL_PARSED, CRASH])
     for name in names:
         src = (FIXTURES / "nvbandwidth" / (name + ".src.txt")).read_text()

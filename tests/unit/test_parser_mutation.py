@@ -16,7 +16,7 @@ import pytest
 from ansible.module_utils.rackforge import hardware, kernel_log, mdstat, nccl, nvbandwidth, pci, perftest
 from ansible.module_utils.rackforge import nvidia_smi as n
 from ansible.module_utils.rackforge import rdma as r
-from conftest import FIXTURES
+from conftest import captures
 
 NO_PARSE_ERROR = ()  # hardware.py has no ParseError: its parsers must not raise at all
 
@@ -149,8 +149,10 @@ def mutations(text, seed):
     return out
 
 
-def captures():
-    return sorted(p for p in FIXTURES.glob("*/*.txt") if not p.name.endswith(".src.txt"))
+@pytest.mark.parametrize("path", captures(), ids=lambda p: "%s/%s" % (p.parent.name, p.stem))
+def test_every_capture_has_its_source_beside_it(path):
+    src = path.with_name(path.stem + ".src.txt")
+    assert src.is_file() and re.search(r"^source: \S", src.read_text(), re.M), "%s: no .src.txt with a source: line" % path
 
 
 def test_every_capture_directory_has_a_parser_entry():

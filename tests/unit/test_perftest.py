@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 from ansible.module_utils.rackforge import perftest
-from conftest import FIXTURES, fixture
+from conftest import FIXTURES, captures, fixture
 
-CAPTURES = sorted(p.name[: -len(".txt")] for p in (FIXTURES / "perftest").glob("*.txt") if not p.name.endswith(".src.txt"))
+CAPTURES = [p.stem for p in captures("perftest")]
 
 # name: (kind, test, device, link_type, gid_index, mtu, bw_unit, number of rows)
 BANNERS = {
