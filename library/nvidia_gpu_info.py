@@ -79,7 +79,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
 from ansible.module_utils.rackforge.gpu_health import gpu_hw_findings
 from ansible.module_utils.rackforge.health import driver_finding, fabric_summary
-from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_fabric, parse_query_text, parse_query_xml
+from ansible.module_utils.rackforge.nvidia_smi import ParseError, fabric_of, parse_query_text, parse_query_xml
 
 
 def main():
@@ -100,8 +100,9 @@ def main():
         parsed = parse_query_xml(out)
         if rc2 != 0:
             module.fail_json(msg="nvidia-smi -q failed where -q -x succeeded", rc=rc2, stdout=text, stderr=err2)
-        result["fabric"], result["fabric_completed"] = fabric_summary(parse_fabric(text))
-        findings = gpu_hw_findings(parse_query_text(text)["gpus"])
+        query_gpus = parse_query_text(text)["gpus"]  # one parse for the fabric and the hardware findings
+        result["fabric"], result["fabric_completed"] = fabric_summary(fabric_of(query_gpus))
+        findings = gpu_hw_findings(query_gpus)
     except ParseError as exc:
         module.fail_json(msg="could not parse nvidia-smi output: %s" % exc, rc=rc, stdout=out, stderr=err)
     for position, gpu in enumerate(parsed["gpus"]):

@@ -6,7 +6,7 @@ only ever added):
 - parse_nvlink_status(text) -> list[dict]
 - parse_fabric(text) -> list[dict]
 
-Further helpers used by rackforge's modules: parse_nvlink_errors, parse_query_text,
+Further helpers used by rackforge's modules: fabric_of, parse_nvlink_errors, parse_query_text,
 parse_query_xml, parse_query_gpu_csv, parse_topo_m, parse_topo_p2p, parse_gpu_list.
 
 Every parser accepts real nvidia-smi output (driver branches 418 to 595, Linux and Windows); each is
@@ -33,6 +33,7 @@ __all__ = [
     "P2P_CODES",
     "TOPO_CODE_RE",
     "ParseError",
+    "fabric_of",
     "parse_fabric",
     "parse_gpu_list",
     "parse_nvlink_errors",
@@ -258,8 +259,13 @@ def parse_fabric(text):
     print (535 has no CliqueId/ClusterUUID) read "N/A"; health_summary is None unless the driver
     prints Fabric/Health/Summary (570+; 590 prints "N/A" where it does not apply).
     """
+    return fabric_of(parse_query_text(text)["gpus"])
+
+
+def fabric_of(gpus):
+    """parse_fabric's entries from GPU sections already parsed by parse_query_text."""
     result = []
-    for gpu in parse_query_text(text)["gpus"]:
+    for gpu in gpus:
         fabric = gpu.get("Fabric")
         if not isinstance(fabric, dict):
             continue
