@@ -51,7 +51,7 @@ TMP_PREFIX = ".fleet-tmp-"
 
 
 # fleet.py and the files it imports, each after the ones it imports
-FLEET_FILES = ("fleet_state", "fleet_text", "fleet_html", "fleet")
+FLEET_FILES = ("remedies", "fleet_state", "fleet_text", "fleet_html", "fleet")
 
 
 def _fleet():

@@ -3,7 +3,10 @@
 
 One multi-call program. Called as `ibv_devinfo`, `rdma`, `mlnx_qos`, `ethtool`, `show_gids`
 it prints output in the exact formats of the real tools (checked by
-tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Called as
+tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Called as `ib_write_bw`,
+`ib_write_lat` (perftest, hwsimlib/perftest_sim.py), `nvbandwidth` and `all_reduce_perf`
+(hwsimlib/gpu_bench_sim.py) it answers the fabric acceptance's benchmarks in their real formats
+with simulated numbers. Called as
 `modinfo`, `modprobe`, `lsmod` it simulates the node's kernel modules (a container cannot load
 real ones): the parameter lists are those of Debian 12's kernel (see KERNEL_MODULES). Called as
 `hwsim` it administers the simulated node: `init`, `boot`, `fault`, `state`.
@@ -41,6 +44,10 @@ TOOLS = {
     "modinfo": ("hwsimlib.kernel", "modinfo"),
     "modprobe": ("hwsimlib.kernel", "modprobe"),
     "lsmod": ("hwsimlib.kernel", "lsmod"),
+    "ib_write_bw": ("hwsimlib.perftest_sim", "ib_write_bw"),
+    "ib_write_lat": ("hwsimlib.perftest_sim", "ib_write_lat"),
+    "nvbandwidth": ("hwsimlib.gpu_bench_sim", "nvbandwidth"),
+    "all_reduce_perf": ("hwsimlib.gpu_bench_sim", "all_reduce_perf"),
     "hwsim": ("hwsimlib.admin", "admin"),
 }
 # the lab NVML (lab/nvml) runs these for every nvidia-smi call: only the NVML module is loaded

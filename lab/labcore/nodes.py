@@ -47,6 +47,8 @@ from labcore.containers import (
 
 # simulated tools (symlinks to hwsim); ibstat and ibstatus are not among them: the real binaries run
 NIC_TOOLS = ("ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod")
+# the fabric acceptance's benchmarks (simulated: no RDMA device or GPU runs them here)
+BENCH_TOOLS = ("ib_write_bw", "ib_write_lat", "nvbandwidth", "all_reduce_perf")
 # the sysfs redirect library in a node (hwsimlib/nic.py NODE_LIBRARY names the same path)
 REDIRECT_LIB = "/usr/lib/hwsim/libhwsim_sysfs.so"
 
@@ -208,7 +210,7 @@ def install_hwsim(name, index, profile_name):
     install_sysfs_redirect(name)
     prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
     podman("cp", prof, "%s:/tmp/profile.json" % name)
-    links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS)
+    links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS + BENCH_TOOLS)
     netdevs = netdevs_script(json.load(open(prof)), index)
     script = f"""set -e
 cat > /usr/local/sbin/rackforge-lab-netdevs <<'SCRIPT'

@@ -59,6 +59,7 @@ class Sim:
             HWSIM_BIN=str(self.bin / "hwsim"),
         )
         tools = ("ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
+        tools += ("ib_write_bw", "ib_write_lat", "nvbandwidth", "all_reduce_perf")
         for tool in tools:
             link = self.bin / tool
             link.write_text('#!/bin/sh\nexec %s %s %s "$@"\n' % (sys.executable, HWSIM, tool))

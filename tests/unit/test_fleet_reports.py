@@ -51,7 +51,7 @@ def check_names_in_source():
     """Every check name the health modules, health.py and the roles' tasks can report, and the
     calls whose check name this could not resolve (a form to teach it)."""
     names, unresolved = set(), []
-    for path in [ROOT / "module_utils" / "rackforge" / "health.py", *sorted((ROOT / "library").glob("*.py"))]:
+    for path in [*sorted((ROOT / "module_utils" / "rackforge").glob("*.py")), *sorted((ROOT / "library").glob("*.py"))]:
         tree = ast.parse(path.read_text())
         tables = {  # module-level {key: "check"} dicts
             t.id: [v.value for v in node.value.values if isinstance(v, ast.Constant) and isinstance(v.value, str)]

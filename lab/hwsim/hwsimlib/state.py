@@ -34,6 +34,10 @@ FAULTS = {
     "gpu_row_remap_failure": "GPU <gpu> failed to remap a row (no spare rows left)",
     "gpu_pcie_downtrained": "GPU <gpu> busy with its PCIe link at x<width> (default 8) of x16",
     "gpu_hw_slowdown": "GPU <gpu> busy with its clocks held by HW Slowdown and the power brake",
+    "slow_nic": "<ca> moves RDMA traffic at <factor> (default 0.5) of its line rate (perftest)",
+    "slow_link": "the path from <ca> to the node at <peer> (address) runs at <factor> (default 0.5) (perftest)",
+    "high_latency": "<ca> adds <us> (default 6) microseconds to every RDMA round trip (perftest)",
+    "slow_gpu_pair": "GPUs <gpu> and <peer> copy at <factor> (default 0.5) of their NVLink speed (nvbandwidth, nccl-tests)",
 }
 
 

@@ -1,0 +1,101 @@
+"""Action plugin: judge one fabric acceptance across the nodes and write its report on the controller.
+
+Runs once (run_once) in the controller's process. Reads every play host's `rackforge_acceptance_results`
+(set by playbooks/fabric_acceptance.yml: {"rdma": rdma_acceptance's return, "nvlink":
+nvlink_acceptance's return}), decides with module_utils/rackforge/acceptance_report.py (pure),
+writes <report_dir>/acceptance.json and acceptance.md (temporary file, fsync, rename: a killed
+run leaves the old report or the new one), and returns per node its findings and the textfile
+metrics the playbook writes there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+
+from ansible.errors import AnsibleError
+from ansible.plugins.action import ActionBase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load():
+    """acceptance_report.py and what it imports, loaded by path under their ansible.module_utils
+    names, dependencies first (as rackforge_fleet_report does)."""
+    mod = None
+    for part in ("health", "acceptance", "acceptance_report"):
+        name = "ansible.module_utils.rackforge." + part
+        if name in sys.modules:
+            mod = sys.modules[name]
+            continue
+        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "module_utils", "rackforge", part + ".py"))
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return mod
+
+
+report_lib = _load()
+
+
+def plain(value):
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)
+
+
+def write_atomic(path, text):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".acceptance-tmp-")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("report_dir",))
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        task_vars = task_vars or {}
+        report_dir = self._task.args.get("report_dir")
+        if not report_dir:
+            raise AnsibleError("rackforge_acceptance_report: report_dir is required")
+        hostvars = task_vars["hostvars"]
+        results = {}
+        for host in task_vars.get("ansible_play_hosts") or []:
+            data = hostvars[host].get("rackforge_acceptance_results")
+            if data is not None:
+                results[host] = plain(data)
+        report = report_lib.fleet_verdict(results)
+        report["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        os.makedirs(report_dir, exist_ok=True)
+        write_atomic(os.path.join(report_dir, "acceptance.json"), json.dumps(report, indent=1, sort_keys=True) + "\n")
+        write_atomic(os.path.join(report_dir, "acceptance.md"), report_lib.render_markdown(report))
+        result.update(
+            changed=False,
+            report=os.path.join(report_dir, "acceptance.md"),
+            nodes={
+                n: {"findings": d["findings"], "metrics": report_lib.metrics(n, report), "time": report["time"]}
+                for n, d in report["nodes"].items()
+            },
+            paths=report["paths"],
+            undecided=report["undecided"],
+        )
+        return result

@@ -1,0 +1,51 @@
+"""Fabric acceptance on the shared lab: the pairs run between the lab's own nodes over the lab network
+(the simulated perftest's exchange; no RDMA traffic exists here), NVLink inside each node with the
+simulated nvbandwidth / nccl-tests. A faulted NIC fails exactly its node, a slow GPU pair exactly
+its node, the others pass; the health gate holds the findings until an acceptance passes again."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import lab, on_node, playbook
+
+
+def test_faults_fail_exactly_their_nodes_and_the_gate_holds_them_until_a_pass(converged, gpu_nodes, faulted, tmp_path):
+    nic_victim, gpu_victim, healthy = gpu_nodes  # two HGX H100, one PCIe A100 (2 rails at 100G)
+    faulted(nic_victim, "slow_nic", "ca=mlx5_1", "factor=0.5")  # rail 1: tested with both partners
+    faulted(gpu_victim, "slow_gpu_pair", "gpu=1", "peer=6", "factor=0.4")
+    res = playbook("playbooks/fabric_acceptance.yml", report_dir=tmp_path)
+    out = " ".join(res.stdout.split())
+    assert res.returncode != 0
+    assert res.recap[nic_victim]["failed"] == 1 and res.recap[gpu_victim]["failed"] == 1, out[-3000:]
+    assert res.recap[healthy]["failed"] == 0
+    assert "%s: FABRIC ACCEPTANCE FAILED: rail 1 fails with every partner" % nic_victim in out
+    assert "GPU pair 1/6 copies at" in out
+
+    report = json.loads((tmp_path / "acceptance.json").read_text())
+    assert sorted(n for n, d in report["nodes"].items() if d["findings"]) == sorted([nic_victim, gpu_victim])
+    rail0 = sorted((p["a"], p["b"]) for d in report["nodes"].values() for p in d["rdma"] if p["rail"] == 0)
+    assert len(set(rail0)) == 3  # a ring over 3 nodes: 3 pairs, never all pairs twice
+    md = (tmp_path / "acceptance.md").read_text()
+    assert "## RDMA rail 7" in md and "FAIL" in md
+    prom = on_node(nic_victim, "cat", "/var/lib/prometheus/node-exporter/rackforge-acceptance.prom").stdout
+    assert "rackforge_acceptance_healthy 0" in prom and 'rail="1"' in prom
+
+    # the gate holds the acceptance's findings (the faults are still injected, but the gate does
+    # not run perftest: it reads the node's last acceptance)
+    lab("fault", nic_victim, "clear")
+    lab("fault", gpu_victim, "clear")
+    gate = playbook("playbooks/health_check.yml", report_dir=tmp_path)
+    text = " ".join(gate.stdout.split())
+    assert "%s: UNHEALTHY" % nic_victim in text and "%s: UNHEALTHY" % gpu_victim in text
+    assert "%s: UNHEALTHY" % healthy not in text
+
+    # a passing acceptance clears them
+    res = playbook("playbooks/fabric_acceptance.yml", report_dir=tmp_path)
+    assert res.returncode == 0, res.stdout[-3000:]
+    report = json.loads((tmp_path / "acceptance.json").read_text())
+    assert all(not d["findings"] for d in report["nodes"].values())
+    busbw = {n: (d["nvlink"] or {}).get("busbw_gbps") for n, d in report["nodes"].items()}
+    assert busbw[nic_victim] > 400 and busbw[gpu_victim] > 400
+    gate = playbook("playbooks/health_check.yml", report_dir=tmp_path)
+    assert gate.returncode == 0 and "UNHEALTHY" not in gate.stdout, gate.stdout[-2000:]

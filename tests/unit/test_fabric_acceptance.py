@@ -1,0 +1,223 @@
+"""Fabric acceptance: the lab's simulated perftest / nvbandwidth / nccl-tests held to real captures,
+and rdma_acceptance / nvlink_acceptance / the report run over simulated nodes on loopback."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+import nvlink_acceptance
+import pytest
+from ansible.module_utils.rackforge.acceptance_report import fleet_verdict, metrics, render_markdown
+from ansible.module_utils.rackforge.nccl import parse_nccl_tests
+from ansible.module_utils.rackforge.nvbandwidth import parse_nvbandwidth
+from ansible.module_utils.rackforge.perftest import parse_perftest
+from conftest import fixture
+from hwsim_helper import Sim
+from test_modules import run_module
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RUNNER = (
+    "import sys, runpy, ansible.module_utils as m; m.__path__.append(%r); "
+    "sys.argv = [sys.argv[0], sys.argv[1]]; runpy.run_path(%r, run_name='__main__')"
+)
+
+
+def node_sim(tmp_path, name):
+    (tmp_path / name).mkdir()
+    return Sim(tmp_path / name)
+
+
+def shape(text):
+    """A line's layout without its values: numbers, hex and names become placeholders."""
+    text = re.sub(r"0x[0-9a-f]+", "H", text)
+    text = re.sub(r"\d+(\.\d+)?", "N", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def serve_and_connect(server, client, test, extra=(), port=19600):
+    argv = [test, "-d", "mlx5_0", "-i", "1", "-F", "-p", str(port), "-x", "3", "--tclass=104", *extra]
+    srv = subprocess.Popen(argv, env=server.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(50):
+        res = subprocess.run([*argv, "127.0.0.1"], env=client.env, capture_output=True, text=True, check=False)
+        if "Couldn't connect" not in res.stderr:
+            break
+        time.sleep(0.1)
+    out, _ = srv.communicate(timeout=30)
+    return res, out
+
+
+def test_simulated_ib_write_bw_has_the_real_roce_layout_and_parses(tmp_path):
+    a, b = node_sim(tmp_path, "a"), node_sim(tmp_path, "b")
+    res, server_out = serve_and_connect(b, a, "ib_write_bw", ["--report_gbits", "-D", "1"])
+    assert res.returncode == 0, res.stderr
+    parsed = parse_perftest(res.stdout)
+    assert (parsed["kind"], parsed["link_type"], parsed["gid_index"], parsed["mtu"], parsed["bw_unit"]) == (
+        "bw",
+        "Ethernet",
+        3,
+        4096,
+        "Gb/sec",
+    )
+    assert 385 < float(parsed["rows"][0]["bw_avg"]) < 400  # 98 % of 400G
+    assert float(parsed["rows"][0]["bw_peak"]) == 0.0  # -D: perftest prints no peak
+    # the real RoCE capture (perftest 4.x, -D, --report_gbits): the same labels, addresses and GID lines
+    real = fixture("perftest", "hpe-slingshot-roce-write-bw-duration-gbits").splitlines()
+    labels = lambda lines: [shape(x.split(":")[0]) for x in lines if " : " in x]
+    assert set(labels(real)) <= set(labels(res.stdout.splitlines())) | {"TX depth"}
+    for prefix in (
+        " local address: LID 0000 QPN",
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:",
+        " #bytes     #iterations    BW peak[Gb/sec]",
+    ):
+        assert any(x.startswith(prefix) for x in real) and any(x.startswith(prefix) for x in res.stdout.splitlines())
+    # the write_bw server waits for the client, then prints the client's row
+    assert "* Waiting for client to connect... *" in server_out
+    assert parse_perftest(server_out)["rows"] == parsed["rows"]
+
+
+def test_simulated_ib_write_lat_parses_and_high_latency_adds_microseconds(tmp_path):
+    a, b = node_sim(tmp_path, "a"), node_sim(tmp_path, "b")
+    res, _ = serve_and_connect(b, a, "ib_write_lat")
+    healthy = parse_perftest(res.stdout)["rows"][0]["t_typical_us"]
+    assert healthy < 2.5
+    b.run("hwsim", "fault", "add", "high_latency", "ca=mlx5_0", "us=6")
+    res, _ = serve_and_connect(b, a, "ib_write_lat", port=19601)
+    assert parse_perftest(res.stdout)["rows"][0]["t_typical_us"] > 7
+
+
+def test_simulated_perftest_fails_as_the_real_one(tmp_path):
+    a = node_sim(tmp_path, "a")
+    res = subprocess.run(
+        ["ib_write_bw", "-d", "mlx5_0", "-p", "19602", "127.0.0.1"], env=a.env, capture_output=True, text=True, check=False
+    )
+    assert res.returncode == 1 and "Couldn't connect to 127.0.0.1:19602" in res.stderr
+    res = subprocess.run(["ib_write_bw", "-d", "mlx5_9"], env=a.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and "IB device mlx5_9 not found" in res.stderr
+    a.run("hwsim", "fault", "add", "rdma_port_down", "ca=mlx5_0")
+    res = subprocess.run(["ib_write_bw", "-d", "mlx5_0"], env=a.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and "Port number 1 state is Down" in res.stderr
+
+
+def test_simulated_nvbandwidth_matches_the_real_h100_capture_line_by_line(tmp_path):
+    sim = Sim(tmp_path)
+    out = sim.run("nvbandwidth", "-t", "device_to_device_memcpy_read_ce")
+    real = fixture("nvbandwidth", "h100-azure-ndv5-8gpu-nvlink-d2d-read-ce-v0.4").splitlines()[1:]  # [0]: the shell prompt
+    mine = out.splitlines()
+    assert [shape(x) for x in mine if not x.startswith(("Built", "CUDA", "Driver"))] == [
+        shape(x) for x in real if not x.startswith(("Built", "CUDA", "Driver"))
+    ]
+    cells = parse_nvbandwidth(out)["tests"]["device_to_device_memcpy_read_ce"]["matrix"]
+    assert len(cells) == 56 and all(365 < v < 378 for v in cells.values())  # the capture: 370.26-372.96
+
+
+def test_simulated_all_reduce_perf_matches_the_real_h100_capture(tmp_path):
+    sim = Sim(tmp_path)
+    out = sim.run("all_reduce_perf", "-b", "134217728", "-e", "4294967296", "-f", "2", "-g", "8")
+    real = fixture("nccl-tests", "h100-8gpu-nvls-allreduce-single-node")
+    strip = lambda text: [shape(x) for x in text.splitlines() if not x.startswith("#  Rank") and not x.startswith("# nThread")]
+    assert strip(out) == strip(real)
+    parsed = parse_nccl_tests(out)
+    assert len(parsed["devices"]) == 8 and parsed["out_of_bounds"] == 0
+    assert 465 < parsed["rows"][-1]["oop_busbw"] < 480  # the capture: 473.60 at 4 GiB
+
+
+def test_nvlink_acceptance_passes_a_healthy_h100_and_names_a_slow_pair(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    args = {"gpus": 8, "min_busbw_gbps": 400.0}
+    res = run_module(nvlink_acceptance, args, sim, monkeypatch, capsys)
+    assert res["findings"] == [] and res["busbw_gbps"] > 400 and len(res["pairs"]["gbps"]) == 56
+    sim.run("hwsim", "fault", "add", "slow_gpu_pair", "gpu=2", "peer=5", "factor=0.5")
+    res = run_module(nvlink_acceptance, args, sim, monkeypatch, capsys)
+    slow = sorted(f["component"] for f in res["findings"] if f["check"] == "nvlink_bandwidth")
+    assert slow == ["GPU 2 -> GPU 5", "GPU 5 -> GPU 2"]
+    assert any(f["check"] == "nccl_busbw" for f in res["findings"])  # the ring crosses the slow pair
+
+
+def test_nvlink_acceptance_without_the_tools_is_not_run_never_a_pass(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    res = run_module(nvlink_acceptance, {"gpus": 8, "nvbandwidth_path": "/nonexistent/nvbandwidth"}, sim, monkeypatch, capsys)
+    assert [f["check"] for f in res["findings"]][:1] == ["nvlink_bandwidth_not_run"]
+
+
+def run_rdma_nodes(tmp_path, sims, **overrides):
+    """rdma_acceptance on every simulated node at once (as the playbook's async start does)."""
+    nodes = [{"name": n, "address": sim.env["HWSIM_LISTEN_ADDR"], "rack": "", "rails": 2, "rate_gbps": 400} for n, sim in sims.items()]
+    procs = {}
+    for name, sim in sims.items():
+        args = {"node": name, "nodes": nodes, "sysfs_root": str(sim.sysfs), "duration": 1, "repeats": 2, "connect_timeout": 20}
+        args.update(overrides)
+        path = tmp_path / ("%s-args.json" % name)
+        path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
+        code = RUNNER % (str(ROOT / "module_utils"), str(ROOT / "library" / "rdma_acceptance.py"))
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-c", code, str(path)], env=sim.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+    out = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=300)
+        out[name] = json.loads(stdout)
+        assert not out[name].get("failed"), (out[name], stderr)
+    return out
+
+
+def test_rdma_acceptance_three_nodes_pass_then_a_slow_nic_fails_only_its_node(tmp_path):
+    sims = {n: node_sim(tmp_path, n) for n in ("n1", "n2", "n3")}
+    for i, sim in enumerate(sims.values(), start=2):
+        sim.env["HWSIM_LISTEN_ADDR"] = "127.0.0.%d" % i  # each node's own address (a lab node has its own netns)
+    res = run_rdma_nodes(tmp_path, sims)
+    pairs = [p for r in res.values() for p in r["pairs"]]
+    assert sorted((p["a"], p["b"]) for p in pairs if p["rail"] == 0) == [("n1", "n2"), ("n2", "n3"), ("n3", "n1")]
+    assert all(p["ok"] for p in pairs) and all(p["runs"] == {"ib_write_bw": 2, "ib_write_lat": 2} for p in pairs)
+    assert res["n1"]["rails"][0] == {"ca": "mlx5_0", "netdev": "ens1np0", "gid_index": 3}
+    report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
+    assert all(not d["findings"] for d in report["nodes"].values())
+
+    sims["n2"].run("hwsim", "fault", "add", "slow_nic", "ca=mlx5_1", "factor=0.5")
+    res = run_rdma_nodes(tmp_path, sims)
+    report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
+    assert [n for n, d in report["nodes"].items() if d["findings"]] == ["n2"]
+    (f,) = report["nodes"]["n2"]["findings"]
+    assert f["component"] == "rail 1" and "below 90 %" in f["message"] and "n1" in f["observed"] and "n3" in f["observed"]
+    assert "FAIL" in render_markdown(report) and "rackforge_acceptance_healthy 0" in metrics("n2", report)
+    assert 'rackforge_acceptance_rdma_bandwidth_gbps{peer="n1",rail="1"}' in metrics("n2", report)
+
+    # a slow path between n1 and n3 (rail 0): the pair is reported, both nodes pass
+    sims["n2"].run("hwsim", "fault", "clear")
+    sims["n1"].run("hwsim", "fault", "add", "slow_link", "ca=mlx5_0", "peer=127.0.0.4", "factor=0.3")
+    res = run_rdma_nodes(tmp_path, sims)
+    report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
+    assert [n for n, d in report["nodes"].items() if d["findings"]] == []
+    assert [(p["a"], p["b"], p["rail"]) for p in report["paths"]] == [("n3", "n1", 0)]
+
+
+def test_a_path_fault_is_the_pairs_not_the_nodes():
+    ok = {"ok": True, "findings": [], "problems": [], "bw_gbps": 392.0, "lat_us": 1.9}
+    bad = dict(ok, ok=False, bw_gbps=196.0, findings=[{"message": "RDMA write bandwidth 196.00 Gb/s is below 90 %"}])
+    pair = lambda a, b, r: dict(r, a=a, b=b, rail=0)
+    results = {
+        "n1": {"rdma": {"pairs": [pair("n1", "n2", bad)], "served": []}},
+        "n2": {"rdma": {"pairs": [pair("n2", "n3", ok)], "served": []}},
+        "n3": {"rdma": {"pairs": [pair("n3", "n1", ok)], "served": []}},
+    }
+    report = fleet_verdict(results)
+    assert all(not d["findings"] for d in report["nodes"].values())
+    assert [(p["a"], p["b"]) for p in report["paths"]] == [("n1", "n2")]
+    # two nodes only: nothing tells which end is at fault, both are held (fail closed)
+    report = fleet_verdict({"n1": results["n1"], "n2": {"rdma": {"pairs": [], "served": []}}})
+    assert sorted(n for n, d in report["nodes"].items() if d["findings"]) == ["n1", "n2"]
+
+
+@pytest.mark.parametrize("bad", [{"nodes": []}])
+def test_rdma_acceptance_refuses_a_node_not_in_the_plan(tmp_path, bad):
+    sims = {"n1": node_sim(tmp_path, "n1")}
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": {"node": "n1", **bad}}))
+    code = RUNNER % (str(ROOT / "module_utils"), str(ROOT / "library" / "rdma_acceptance.py"))
+    res = subprocess.run([sys.executable, "-c", code, str(path)], env=sims["n1"].env, capture_output=True, text=True, check=False)
+    out = json.loads(res.stdout)
+    assert out["failed"] and "node 'n1' is not in nodes" in out["msg"]
