@@ -83,7 +83,8 @@ class ActionModule(ActionBase):
             data = hostvars[host].get("rackforge_acceptance_results")
             if data is not None:
                 results[host] = plain(data)
-        report = report_lib.fleet_verdict(results)
+        dropped = [h for h in task_vars.get("ansible_play_hosts_all") or [] if h not in results]
+        report = report_lib.fleet_verdict(results, dropped)
         report["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         os.makedirs(report_dir, exist_ok=True)
         write_atomic(os.path.join(report_dir, "acceptance.json"), json.dumps(report, indent=1, sort_keys=True) + "\n")
@@ -96,6 +97,7 @@ class ActionModule(ActionBase):
                 for n, d in report["nodes"].items()
             },
             paths=report["paths"],
+            dropped=report["dropped"],
             undecided=report["undecided"],
         )
         return result

@@ -18,7 +18,8 @@ description:
     (C(-x)) and the lossless priority's traffic class (C(--tclass)); the out-of-band exchange goes
     over the node address (perftest's default TCP exchange), not RDMA-CM.
   - Changes nothing on the node; a run that cannot start (no such device, no RoCE v2 GID, the
-    partner never connecting) is recorded with its evidence.
+    partner never connecting) is recorded with its evidence. Every node must have C(rails) and
+    C(rate_gbps) in O(nodes), else the module fails before any run.
 options:
   node:
     description: This node's name in O(nodes).
@@ -67,9 +68,15 @@ options:
     type: float
     default: 5.0
   connect_timeout:
-    description: Seconds a server waits for its client, and a client retries a partner not yet listening, on top of one round's run time.
+    description:
+      - Seconds a run waits for its partner (a server for its client, a client retrying a partner not yet listening).
+      - The first run of round n may wait until O(start_epoch) + n x the round budget
+        (O(connect_timeout) + 2 x O(repeats) x (O(duration) + 10) + 30 s): a partner still in its previous round is waited for.
     type: int
     default: 60
+  start_epoch:
+    description: The acceptance's start (UNIX time), the same on every node (the playbook sets it once); default now.
+    type: float
 author: rackforge
 """
 
@@ -158,39 +165,52 @@ class Runner:
 
     def one(self, argv, timeout):
         try:
-            res = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=timeout, check=False)
+            res = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=max(1, timeout), check=False)
             return res.returncode, res.stdout, res.stderr
         except subprocess.TimeoutExpired as exc:
-            return None, exc.stdout or "", "timed out after %d s" % timeout
+            out = exc.stdout or b""  # bytes even with text=True
+            return None, out.decode("utf-8", "replace") if isinstance(out, bytes) else out, "timed out after %d s" % timeout
 
-    def rail(self, index, peer, serve):
-        """All runs of one rail against one partner: [(test, rc, stdout, stderr)]; stops at the
-        first run that did not happen (the partner never came, the device failed)."""
+    def rail(self, index, peer, serve, deadline):
+        """All runs of one rail against one partner: [(test, rc, stdout, stderr, argv)]; stops at
+        the first run that did not happen (the partner never came, the device failed).
+
+        `deadline` (time.time()) ends the round's first connection: the same absolute moment on
+        every node (start_epoch + round x budget), so a partner still busy in its previous round,
+        even with a stalled rail, is waited for, and a stall never shifts the next round."""
         p, rail = self.p, self.rails[index] if index < len(self.rails) else None
         if rail is None:
             return [(None, None, "", "this node has no rail %d (it has %d)" % (index, len(self.rails)))]
+        if p["link_layer"] == "Ethernet" and rail["gid_index"] is None:
+            return [(None, None, "", "%s has no RoCE v2 GID with an IPv4 address (no address on %s?)" % (rail["ca"], rail["netdev"]))]
         missing = [t for t in TESTS if not self.bins[t]]
         if missing:
             return [(None, None, "", "%s not installed (the perftest package)" % ", ".join(missing))]
         runs = []
-        # a partner may still be in its previous round: wait for it as long as a whole round takes
-        wait = p["connect_timeout"] + 2 * p["repeats"] * (p["duration"] + 5)
+        first = True
         for test in TESTS:
             for _ in range(p["repeats"]):
                 argv = self.argv(test, rail, index, None if serve else peer["address"])
+                until = deadline if first else time.time() + p["connect_timeout"]
                 if serve:
-                    rc, out, err = self.one(argv, wait + p["duration"] + 30)
+                    rc, out, err = self.one(argv, until - time.time() + p["duration"] + 30)
                 else:
-                    deadline = time.monotonic() + wait
                     while True:
                         rc, out, err = self.one(argv, p["duration"] + 60)
-                        if rc == 0 or NOT_LISTENING not in err or time.monotonic() > deadline:
+                        if rc == 0 or NOT_LISTENING not in err or time.time() > until:
                             break
                         time.sleep(0.25)
+                first = False
                 runs.append((test, rc, out, err, " ".join(argv)))
                 if rc != 0:
                     return runs
         return runs
+
+
+def round_budget(p):
+    """Seconds one round may take at most: the first connection's wait, then every run (perftest
+    sleeps 1 s after connecting; a bandwidth run lasts `duration`) with its connection retries."""
+    return p["connect_timeout"] + 2 * p["repeats"] * (p["duration"] + 10) + 30
 
 
 def _evidence(runs):
@@ -220,8 +240,8 @@ def verdict(runs, line_rate, p):
     return result
 
 
-def _rail_into(results, runner, index, peer, serve):
-    results[index] = runner.rail(index, peer, serve)
+def _rail_into(results, runner, index, peer, serve, deadline):
+    results[index] = runner.rail(index, peer, serve, deadline)
 
 
 def main():
@@ -239,6 +259,7 @@ def main():
             "min_fraction": {"type": "float", "default": 0.9},
             "max_latency_us": {"type": "float", "default": 5.0},
             "connect_timeout": {"type": "int", "default": 60},
+            "start_epoch": {"type": "float"},
         },
         supports_check_mode=True,
     )
@@ -246,6 +267,14 @@ def main():
     by_name = {n["name"]: n for n in p["nodes"]}
     if p["node"] not in by_name:
         module.fail_json(msg="rdma_acceptance: node %r is not in nodes (%s)" % (p["node"], ", ".join(sorted(by_name))))
+    unknown = sorted(n for n, e in by_name.items() if not int(e.get("rails") or 0) or not float(e.get("rate_gbps") or 0))
+    if unknown:
+        module.fail_json(
+            msg="rdma_acceptance: rails and rate_gbps are required for every node (fabric_acceptance_hardware.rdma_nic_count and "
+            "rdma_rate_gbps, from the hardware profile); missing for %s" % ", ".join(unknown)
+        )
+    start = p["start_epoch"] or time.time()
+    budget = round_budget(p)
     rounds = pair_rounds(sorted(by_name), {n: by_name[n].get("rack") or "" for n in by_name})
     rails = discover_rails(p["sysfs_root"], p["link_layer"], set(p["exclude_netdevs"]))
     runner = Runner(module, p, rails)
@@ -258,14 +287,15 @@ def main():
         a, b = mine[0]
         serve = p["node"] == b
         peer = by_name[a if serve else b]
-        count = min(int(me.get("rails") or len(rails)), int(peer.get("rails") or len(rails)))
+        count = min(int(me["rails"]), int(peer["rails"]))
         results = [None] * count
-        threads = [threading.Thread(target=_rail_into, args=(results, runner, i, peer, serve)) for i in range(count)]
+        deadline = start + number * budget
+        threads = [threading.Thread(target=_rail_into, args=(results, runner, i, peer, serve, deadline)) for i in range(count)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
-        line_rate = min(float(me.get("rate_gbps") or 0), float(peer.get("rate_gbps") or 0))
+        line_rate = min(float(me["rate_gbps"]), float(peer["rate_gbps"]))
         for index, runs in enumerate(results):
             entry = {"a": a, "b": b, "round": number, "rail": index, "ca": rails[index]["ca"] if index < len(rails) else None}
             if serve:

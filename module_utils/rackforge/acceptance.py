@@ -124,20 +124,29 @@ def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_l
 
 
 def localize(pairs_ok):
-    """From {(a, b): ok} of one acceptance: the nodes to blame (every pair of theirs failed, and
-    they were in at least two), the pairs to blame (failed while both nodes passed another pair),
-    and the failed pairs that cannot be decided (a node in only one pair, e.g. a 2-node fleet)."""
+    """From {(a, b): ok} of one acceptance: the nodes to blame, the pairs to blame (a path that
+    failed while both nodes passed another pair), and the failed pairs nothing can decide.
+
+    A node is blamed when every pair of its (at least two) failed and at least one of the partners
+    it failed with passed another pair: that partner is proven good, so the node is the common
+    factor. When every pair around a node fails and no partner passed anywhere (a switch or a whole
+    rail down, two bad nodes side by side, a two-node fleet), nothing tells the ends apart: those
+    pairs are undecided (the report holds both nodes)."""
     partners = {}
     for (a, b), ok in pairs_ok.items():
         partners.setdefault(a, []).append((b, ok))
         partners.setdefault(b, []).append((a, ok))
-    bad = {n: [p for p, _ in ps] for n, ps in partners.items() if len(ps) >= 2 and not any(ok for _, ok in ps)}
+    passed = {n for n, ps in partners.items() if any(ok for _, ok in ps)}
+    bad = {
+        n: [p for p, _ in ps]
+        for n, ps in partners.items()
+        if len(ps) >= 2 and not any(ok for _, ok in ps) and any(p in passed for p, _ in ps)
+    }
     pairs, undecided = [], []
     for (a, b), ok in sorted(pairs_ok.items()):
         if ok or a in bad or b in bad:
             continue
-        passed_elsewhere = all(any(ok2 for _, ok2 in partners[x]) for x in (a, b))
-        (pairs if passed_elsewhere else undecided).append((a, b))
+        (pairs if a in passed and b in passed else undecided).append((a, b))
     return {"nodes": bad, "pairs": pairs, "undecided": undecided}
 
 

@@ -3,8 +3,10 @@ the textfile metrics (no I/O; action_plugins/rackforge_acceptance_report.py writ
 
 Public, stable API:
 
-- fleet_verdict(results) -> {"nodes": {node: {"findings", "rdma", "nvlink"}}, "paths": [...], "undecided": [...]}
-  results: {node: {"rdma": rdma_acceptance's return, "nvlink": nvlink_acceptance's return or None}}
+- fleet_verdict(results, dropped=()) -> {"nodes": {node: {"findings", "rdma", "nvlink"}}, "paths": [...],
+  "undecided": [...], "dropped": [...]}
+  results: {node: {"rdma": rdma_acceptance's return, "nvlink": nvlink_acceptance's return or None}};
+  dropped: the nodes that left the run before their results (their node file says "incomplete")
 - render_markdown(report) -> str: the pair matrix per rail and the findings.
 - metrics(node, report) -> str: rackforge_acceptance_* in the Prometheus text format.
 
@@ -25,7 +27,7 @@ def _why(pair):
     return "; ".join(parts) or "failed"
 
 
-def fleet_verdict(results):
+def fleet_verdict(results, dropped=()):
     pairs = [p for node in sorted(results) for p in (results[node].get("rdma") or {}).get("pairs", [])]
     nodes = {n: {"findings": [], "rdma": [], "nvlink": results[n].get("nvlink")} for n in results}
     for pair in pairs:
@@ -33,10 +35,15 @@ def fleet_verdict(results):
             if n in nodes:
                 nodes[n]["rdma"].append(pair)
     paths, undecided = [], []
-    for rail in sorted({p["rail"] for p in pairs}):
-        on_rail = {(p["a"], p["b"]): p for p in pairs if p["rail"] == rail}
+    # a pair with a node that left the run says nothing about its partner: that node's own failure
+    # (and its node file, left "incomplete") is the finding
+    judged = [p for p in pairs if p["a"] not in dropped and p["b"] not in dropped]
+    for rail in sorted({p["rail"] for p in judged}):
+        on_rail = {(p["a"], p["b"]): p for p in judged if p["rail"] == rail}
         blame = localize({k: p["ok"] for k, p in on_rail.items()})
         for node, partners in sorted(blame["nodes"].items()):
+            if node not in nodes:  # dropped out of the run: its node file already says incomplete
+                continue
             whys = ["%s: %s" % (pa, _why(on_rail.get((node, pa)) or on_rail.get((pa, node)))) for pa in sorted(partners)]
             nodes[node]["findings"].append(
                 finding(
@@ -52,6 +59,8 @@ def fleet_verdict(results):
         for a, b in blame["undecided"]:
             undecided.append({"a": a, "b": b, "rail": rail, "why": _why(on_rail[(a, b)])})
             for n in (a, b):
+                if n not in nodes:  # dropped out of the run: its own failure says why
+                    continue
                 nodes[n]["findings"].append(
                     finding(
                         "rdma_acceptance",
@@ -62,21 +71,9 @@ def fleet_verdict(results):
                         % (rail, a, b, _why(on_rail[(a, b)])),
                     )
                 )
-    for n, data in nodes.items():
-        for served in (results[n].get("rdma") or {}).get("served", []):
-            if not served["ok"] and not any(p["a"] == served["a"] and p["rail"] == served["rail"] for p in pairs):
-                # the client never reported (it failed before running): the server's evidence stands
-                data["findings"].append(
-                    finding(
-                        "rdma_acceptance",
-                        "rail %d" % served["rail"],
-                        "a result from %s" % served["a"],
-                        "none",
-                        "rail %d: %s reported no result for its pair with this node" % (served["rail"], served["a"]),
-                    )
-                )
+    for data in nodes.values():
         data["findings"] += (data["nvlink"] or {}).get("findings", [])
-    return {"nodes": nodes, "paths": paths, "undecided": undecided}
+    return {"nodes": nodes, "paths": paths, "undecided": undecided, "dropped": sorted(dropped)}
 
 
 def _cell(pair):
@@ -107,6 +104,8 @@ def render_markdown(report):
         busbw = "%.1f" % nv["busbw_gbps"] if nv.get("busbw_gbps") is not None else "-"
         median = "%.1f" % nv["pairs"]["median_gbps"] if (nv.get("pairs") or {}).get("median_gbps") is not None else "-"
         out.append("| %s | %s | %s |" % (n, busbw, median))
+    if report.get("dropped"):
+        out += ["", "Did not finish (their last acceptance stays incomplete): %s." % ", ".join(report["dropped"])]
     if report["paths"] or report["undecided"]:
         out += ["", "## Paths", ""]
         out += [

@@ -4,6 +4,7 @@ Public, stable API:
 
 - DRAIN_XIDS: the Xid numbers that drain a node by default.
 - xid_findings(events, bus_ids, drain=DRAIN_XIDS) -> [finding]
+- new_records(records, baseline, boot_id) -> (records since the baseline, the marker to keep)
 - gpu_hw_findings(gpus) -> [finding]
 - pci_key(address) -> (domain, bus, device)
 
@@ -50,8 +51,9 @@ def pci_key(address):
 
 
 def xid_findings(events, bus_ids, drain=DRAIN_XIDS):
-    """One finding per (GPU, Xid) in the drain list, with the count and the last event's detail."""
-    gpu_of = {pci_key(bus): (index, bus) for index, bus in enumerate(bus_ids)}
+    """One finding per (GPU, Xid) in the drain list, with the count and the last event's detail.
+    bus_ids None: the GPUs are not known (nvidia-smi failed or is missing); events are named by address."""
+    gpu_of = {pci_key(bus): (index, bus) for index, bus in enumerate(bus_ids or [])}
     seen = {}
     for event in events:
         if event["xid"] not in drain:
@@ -63,7 +65,12 @@ def xid_findings(events, bus_ids, drain=DRAIN_XIDS):
     out = []
     for (pci, xid), entry in sorted(seen.items()):
         gpu = gpu_of.get(pci)
-        component = "GPU %d (%s)" % gpu if gpu else "PCI %s (no GPU at this address now)" % entry["event"]["pci"]
+        if gpu:
+            component = "GPU %d (%s)" % gpu
+        elif bus_ids is None:
+            component = "PCI %s" % entry["event"]["pci"]
+        else:
+            component = "PCI %s (no GPU at this address now)" % entry["event"]["pci"]
         detail = entry["event"]["detail"]
         out.append(
             finding(
@@ -75,6 +82,19 @@ def xid_findings(events, bus_ids, drain=DRAIN_XIDS):
             )
         )
     return out
+
+
+def new_records(records, baseline, boot_id):
+    """The kmsg records (kernel_log.parse_kmsg) after the baseline {"boot_id", "seq"}, and the
+    marker of this read. Another boot (boot_id changed, or sequence numbers below the baseline's:
+    the ring buffer started again) makes every record new. An Xid after the baseline stays a
+    finding on every check until the baseline is reset (health_checks_reset_baseline) or the node
+    reboots, as the counters "rising since the baseline" do."""
+    last = max((r["seq"] for r in records), default=None)
+    same_boot = baseline.get("boot_id") == boot_id and baseline.get("seq") is not None and (last is None or last >= baseline["seq"])
+    since = baseline["seq"] if same_boot else -1
+    marker = {"boot_id": boot_id, "seq": last if last is not None else (since if same_boot else 0)}
+    return [r for r in records if r["seq"] > since], marker
 
 
 def _count(value):

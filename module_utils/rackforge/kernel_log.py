@@ -4,6 +4,7 @@ Public, stable API:
 
 - parse_xid(text) -> list[dict], one dict per Xid line, in log order:
   {"pci": str, "xid": int, "pid": int | None, "name": str | None, "detail": str}
+- parse_kmsg(text) -> list[dict], one per /dev/kmsg record: {"seq": int, "usec": int, "message": str}
 - ParseError(ValueError): the text is not text, or a line has "NVRM: Xid" but cannot be read.
 
 Format. The NVIDIA kernel driver (NVRM) logs every Xid event as one kernel message; NVIDIA's
@@ -25,6 +26,12 @@ each number means. Their shape, as real logs show it (tests/fixtures/realworld/k
 Whatever stands before "NVRM:" is ignored: dmesg "[  219.470994] ", dmesg -T "[Sun Feb 23 16:24:18
 2025] ", syslog / journalctl -k "Dec  2 11:38:47 worker4 kernel: ", dmesg --decode "kern  :warn  : ".
 Lines without "NVRM: Xid" (continuation lines, RPC history tables, other drivers) are skipped.
+
+/dev/kmsg (the kernel's Documentation/ABI/testing/dev-kmsg): one record per line,
+"<level+facility>,<seq>,<usec since boot>,<flags>[,more];<message>", followed by dictionary
+lines that begin with a space (" SUBSYSTEM=pci", skipped). The sequence number only grows within
+a boot: it is what tells the records of one check from the next. A record whose header cannot be
+read is a ParseError.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ _XID = re.compile(r"NVRM: Xid \((?:PCI:)?([^()\s]+)\):\s*(\d+)(?![\w.])\s*,?\s*(
 _PID = re.compile(r"pid=('<unknown>'|<unknown>|\d+)\s*(?:,\s*|$)")
 _NAME = re.compile(r"name=([^,]*?)\s*(?:,\s*|$)")
 _UNKNOWN = ("<unknown>", "'<unknown>'", "")
+_KMSG = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
 
 
 class ParseError(ValueError):
@@ -67,3 +75,18 @@ def parse_xid(text):
     if not isinstance(text, str):
         raise ParseError("kernel log: expected text, got %s" % type(text).__name__)
     return [_xid_line(line) for line in text.splitlines() if _MARK in line]
+
+
+def parse_kmsg(text):
+    """The records of /dev/kmsg text, in order (dictionary lines skipped)."""
+    if not isinstance(text, str):
+        raise ParseError("kmsg: expected text, got %s" % type(text).__name__)
+    out = []
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line or line.startswith(" "):
+            continue
+        m = _KMSG.match(line)
+        if not m:
+            raise ParseError("kmsg: line %d is not a record (<prio>,<seq>,<usec>,<flags>;<message>): %r" % (lineno, line[:120]))
+        out.append({"seq": int(m.group(2)), "usec": int(m.group(3)), "message": m.group(4)})
+    return out

@@ -73,7 +73,11 @@ REMEDIES = {
     "setting, risers and retimers; lspci -vv shows LnkCap against LnkSta.",
     "gpu_slowdown": "The GPU's clocks are held by a hardware, thermal or power-brake slowdown: check cooling, the power "
     "supplies and the baseboard's power brake signal (nvidia-smi -q -d PERFORMANCE).",
+    "gpu_xid_not_run": "The kernel log could not be read for Xids (the error is below): the check needs root and "
+    "/dev/kmsg (health_checks_kmsg_path); until it runs, Xid events go unseen.",
     # fabric acceptance (playbooks/fabric_acceptance.yml)
+    "acceptance_incomplete": "The last fabric acceptance started on this node but did not finish (its job was killed, or the "
+    "node became unreachable): read that run's output, fix the cause and rerun playbooks/fabric_acceptance.yml.",
     "rdma_acceptance": "The rail failed the pairwise RDMA acceptance: check the NIC's link (ibstat, ethtool -S counters), "
     "its cable and switch port, PFC/ECN on the lossless priority, then rerun playbooks/fabric_acceptance.yml.",
     "rdma_bandwidth": "RDMA write bandwidth below the floor: look for PFC pauses or ECN marks (ethtool -S), a link trained "

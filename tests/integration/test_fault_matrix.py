@@ -23,6 +23,8 @@ CASES = [
     (("gpu_ecc_uncorrectable", "gpu=3", "count=2"), "GPU 3 (00000000:5D:00.0): 2 volatile uncorrectable ECC errors; reset the GPU"),
     (("gpu_row_remap_failure", "gpu=1"), "GPU 1 (00000000:3B:00.0): row remapping failed; replace the GPU"),
     (("gpu_hw_slowdown", "gpu=6"), "GPU 6 (00000000:CB:00.0): clocks held down by HW Slowdown, HW Power Brake Slowdown"),
+    # an Xid in the (simulated) kernel log, read in /dev/kmsg's format since the baseline
+    (("gpu_xid", "gpu=4", "xid=79"), "GPU 4 (00000000:9B:00.0) logged Xid 79 (1 times): GPU has fallen off the bus."),
     # a health tool that fails is a finding, not a pass: without ib_uverbs every verbs tool fails
     ("unload-ib_uverbs", "ibv_devinfo: the roce_mtu check could not run: ibv_devinfo failed"),
 ]
@@ -53,6 +55,9 @@ def test_fault_excludes_only_the_faulted_node(converged, gpu_nodes, faulted, fau
     finally:
         if fault in ACTIONS:
             lab("exec", victim, *ACTIONS[fault][1])
+        if fault[0] == "gpu_xid":
+            # an Xid is an event: it stays logged; the operator acknowledges it with a new baseline
+            playbook("playbooks/health_check.yml", "--limit", victim, "-e", "health_checks_reset_baseline=true")
     assert res.returncode != 0
     assert res.recap[victim]["failed"] == 1
     assert all(res.recap[n]["failed"] == 0 for n in gpu_nodes if n != victim)

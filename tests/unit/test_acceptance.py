@@ -106,6 +106,15 @@ def test_localize_blames_the_node_whose_pairs_all_fail_and_a_path_that_fails_alo
     assert A.localize(path) == {"nodes": {}, "pairs": [("a", "b")], "undecided": []}
     # two nodes: a failing pair cannot say which node is at fault
     assert A.localize({("a", "b"): False}) == {"nodes": {}, "pairs": [], "undecided": [("a", "b")]}
+    # every pair of a rail fails (a switch down, two racks alternating on the ring): no node is
+    # proven good, so none is blamed as "its NIC"; every pair is undecided
+    down = {("a", "b"): False, ("b", "c"): False, ("c", "d"): False, ("d", "a"): False}
+    assert A.localize(down) == {"nodes": {}, "pairs": [], "undecided": sorted(down)}
+    # two bad nodes with a good one between (r0, r2 on a 6-ring): r1 is not blamed, its pairs undecided
+    ring6 = {("r%d" % i, "r%d" % ((i + 1) % 6)): True for i in range(6)}
+    ring6.update({("r5", "r0"): False, ("r0", "r1"): False, ("r1", "r2"): False, ("r2", "r3"): False})
+    got = A.localize(ring6)
+    assert sorted(got["nodes"]) == ["r0", "r2"] and got["undecided"] == [] and got["pairs"] == []
 
 
 def test_nvlink_pairs_of_a_real_h100_node_pass_and_one_slowed_pair_is_named():

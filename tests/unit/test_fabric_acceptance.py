@@ -221,3 +221,19 @@ def test_rdma_acceptance_refuses_a_node_not_in_the_plan(tmp_path, bad):
     res = subprocess.run([sys.executable, "-c", code, str(path)], env=sims["n1"].env, capture_output=True, text=True, check=False)
     out = json.loads(res.stdout)
     assert out["failed"] and "node 'n1' is not in nodes" in out["msg"]
+
+
+def test_a_node_that_dropped_out_does_not_break_the_report_nor_blame_its_partners():
+    ok = {"ok": True, "findings": [], "problems": [], "bw_gbps": 392.0, "lat_us": 1.9}
+    lost = dict(ok, ok=False, bw_gbps=None, problems=["ib_write_bw failed (rc 1): Couldn't connect to 10.0.0.4:18515"])
+    pair = lambda a, b, r: dict(r, a=a, b=b, rail=0)
+    # a 4-ring n1 n2 n3 n4 where n4's job died: n3 -> n4 and n4 -> n1 are missing or failed
+    results = {
+        "n1": {"rdma": {"pairs": [pair("n1", "n2", ok)], "served": []}},
+        "n2": {"rdma": {"pairs": [pair("n2", "n3", ok)], "served": []}},
+        "n3": {"rdma": {"pairs": [pair("n3", "n4", lost)], "served": []}},
+    }
+    report = fleet_verdict(results, dropped=["n4"])
+    assert report["dropped"] == ["n4"] and "n4" not in report["nodes"]
+    assert all(not d["findings"] for d in report["nodes"].values())  # n3 passed with n2: the pair is the path's
+    assert "Did not finish" in render_markdown(report)

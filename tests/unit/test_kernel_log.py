@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import pathlib
+
 import pytest
 from ansible.module_utils.rackforge import kernel_log as k
+from ansible.module_utils.rackforge.gpu_health import new_records
+from ansible.module_utils.rackforge.kernel_log import ParseError, parse_kmsg
 from conftest import captures, fixture
+
+ROOT_CAPTURED = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "captured"
 
 
 def xids(name):
@@ -164,3 +170,33 @@ def test_not_text_raises(bad):
 
 def test_parse_error_is_a_value_error():
     assert issubclass(k.ParseError, ValueError)
+
+
+def test_parse_kmsg_reads_a_real_dev_kmsg_capture_and_skips_dictionary_lines():
+    text = (ROOT_CAPTURED / "dev-kmsg-excerpt.txt").read_text()
+    records = parse_kmsg(text)
+    assert records[0]["seq"] == 0 and records[0]["message"].startswith("Linux version 6.18.44")
+    assert [r["seq"] for r in records[1:5]] == [2, 3, 4, 5]
+    assert all(not r["message"].startswith(" ") for r in records)
+    assert any(r["message"].startswith("acpi PNP0A08:00: _OSC") for r in records)
+    assert len(records) == len([x for x in text.split("\n") if x and not x.startswith(" ")]) == 42
+
+
+def test_parse_kmsg_refuses_what_is_not_a_record():
+    with pytest.raises(ParseError, match="line 2 is not a record"):
+        parse_kmsg("6,1,0,-;ok\nnot a record\n")
+    with pytest.raises(ParseError):
+        parse_kmsg(b"6,1,0,-;bytes")
+
+
+def test_xids_since_the_baseline_and_after_a_reboot():
+    log = "6,1,10,-;NVRM: loading\n4,2,20,-;NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    records = parse_kmsg(log)
+    new, marker = new_records(records, {}, "boot-a")
+    assert [r["seq"] for r in new] == [1, 2] and marker == {"boot_id": "boot-a", "seq": 2}
+    assert new_records(records, marker, "boot-a")[0] == []  # nothing since the marker
+    later = parse_kmsg(log + "4,3,30,-;NVRM: Xid (PCI:0000:3b:00): 48, pid=1, name=x, DBE\n")
+    assert [r["seq"] for r in new_records(later, {"boot_id": "boot-a", "seq": 1}, "boot-a")[0]] == [2, 3]
+    # another boot (or a ring buffer that started again: seq below the marker): everything is new
+    assert len(new_records(records, {"boot_id": "boot-b", "seq": 1}, "boot-a")[0]) == 2
+    assert len(new_records(records[:1], {"boot_id": "boot-a", "seq": 9}, "boot-a")[0]) == 1

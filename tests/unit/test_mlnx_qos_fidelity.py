@@ -47,8 +47,10 @@ def mq(sim, *args, netdev="ens1np0"):
 
 
 def kmsg(sim):
+    """The kernel's error messages (records of priority <= 3, KERN_ERR) in the simulated /dev/kmsg."""
     path = sim.tmp / "run" / "kmsg"
-    return path.read_text() if path.exists() else ""
+    records = [line.split(";", 1) for line in (path.read_text() if path.exists() else "").splitlines()]
+    return "".join(message + "\n" for head, message in records if int(head.split(",")[0]) <= 3)
 
 
 ETS_25 = ["--prio_tc", "0,0,0,3,0,0,6,0", "--tsa", "ets,vendor,vendor,ets,vendor,vendor,vendor,vendor", "--tcbw", "50,0,0,50,0,0,0,0"]

@@ -187,3 +187,33 @@ def test_run_concurrently_keeps_the_order_runs_at_once_and_reports_what_cannot_s
     (rc, out, err), (rc_ok, _, _) = run_concurrently(module, [["/nonexistent/rackforge-tool"], ["true"]])
     assert rc is None and out == "" and "/nonexistent/rackforge-tool" in err and rc_ok == 0
     assert run_concurrently(module, []) == []
+
+
+def test_gpu_info_reports_xids_the_kernel_logged_since_the_baseline(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    kmsg = str(tmp_path / "run" / "kmsg")  # the simulated kernel's records, in /dev/kmsg's format
+    first = run_module(nvidia_gpu_info, {"kmsg_path": kmsg}, sim, monkeypatch, capsys)
+    assert first["findings"] == [] and first["kernel_log"]["seq"] >= 1
+    sim.run("hwsim", "fault", "add", "gpu_xid", "gpu=1", "xid=79")
+    sim.run("hwsim", "fault", "add", "gpu_xid", "gpu=2", "xid=13", "detail=Graphics Exception")  # an application fault
+    res = run_module(nvidia_gpu_info, {"kmsg_path": kmsg, "xid_baseline": first["kernel_log"]}, sim, monkeypatch, capsys)
+    (xid,) = res["findings"]
+    assert xid["check"] == "gpu_xid" and xid["component"] == "GPU 1 (00000000:3B:00.0)" and "Xid 79 x1" in xid["observed"]
+    # held on every check after the same baseline, and after a first baseline kept from this read
+    # (the marker before the Xid); the acknowledging marker (a baseline reset keeps it) clears it
+    assert res["kernel_log_unacknowledged"]["seq"] < res["kernel_log"]["seq"]
+    for baseline in (first["kernel_log"], res["kernel_log_unacknowledged"]):
+        again = run_module(nvidia_gpu_info, {"kmsg_path": kmsg, "xid_baseline": baseline}, sim, monkeypatch, capsys)
+        assert [f["check"] for f in again["findings"]] == ["gpu_xid"]
+    reset = run_module(nvidia_gpu_info, {"kmsg_path": kmsg, "xid_baseline": res["kernel_log"]}, sim, monkeypatch, capsys)
+    assert reset["findings"] == []
+    # Xid 13 is a finding only when the policy lists it
+    strict = run_module(
+        nvidia_gpu_info, {"kmsg_path": kmsg, "xid_baseline": first["kernel_log"], "drain_xids": [13, 79]}, sim, monkeypatch, capsys
+    )
+    assert sorted(f["observed"].split(":")[0] for f in strict["findings"]) == ["Xid 13 x1", "Xid 79 x1"]
+
+
+def test_gpu_info_an_unreadable_kernel_log_is_not_run_never_a_pass(tmp_path, monkeypatch, capsys):
+    res = run_module(nvidia_gpu_info, {"kmsg_path": str(tmp_path / "no-kmsg")}, Sim(tmp_path), monkeypatch, capsys)
+    assert [f["check"] for f in res["findings"]] == ["gpu_xid_not_run"] and res["kernel_log"] is None

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from hwsimlib.kernel import boot_modules
+from hwsimlib.kernel import boot_modules, kmsg_boot, kmsg_xid
 from hwsimlib.nvml import nvml_set, nvml_state
 from hwsimlib.state import (
     DRIVER_FILE,
@@ -19,9 +19,11 @@ from hwsimlib.state import (
     fabric_state,
     gpu_state,
     installed,
+    kmsg_append,
     loaded_driver,
     nic_state,
     node,
+    profile,
     save_json,
 )
 from hwsimlib.sysfs import render_sysfs, render_sysfs_keep_runtime
@@ -65,12 +67,14 @@ def admin(args):
             save_json(os.path.join(RUN, "driver.json"), {"version": version})
         render_sysfs()
         boot_modules()
+        kmsg_boot(version)
         return 0
     if cmd == "load-driver":
         # the driver package's postinst: modprobe succeeds when no other version is loaded
         version = installed(DRIVER_FILE)
         if version and not loaded_driver():
             save_json(os.path.join(RUN, "driver.json"), {"version": version})
+            kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % version)
         return 0
     if cmd == "fabricmanager":
         fm_version = installed(FM_FILE)
@@ -100,6 +104,12 @@ def admin(args):
                 key, _, value = kv.partition("=")
                 fault[key] = value
             data["faults"].append(fault)
+            if kind == "gpu_xid":  # an event, not a state: logged once, gone at the next (simulated) reboot
+                kmsg_xid(
+                    profile()["gpu"]["bus_ids"][int(fault.get("gpu", 0))],
+                    fault.get("xid", 79),
+                    fault.get("detail", "GPU has fallen off the bus."),
+                )
         elif args[1:2] == ["clear"]:
             data["faults"] = []
         elif args[1:2] == ["list"]:

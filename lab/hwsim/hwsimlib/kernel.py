@@ -6,7 +6,7 @@ import os
 import shutil
 import sys
 
-from hwsimlib.state import RUN, SYSFS, load_json, profile, save_json
+from hwsimlib.state import RUN, SYSFS, kmsg_append, load_json, profile, save_json
 from hwsimlib.sysfs import write_file
 
 # (captured into tests/fixtures/captured/modinfo-p-debian12-6.1.0-57.txt). Inbox ib_uverbs has
@@ -206,3 +206,14 @@ def boot_modules():
                         name = line.split("#", 1)[0].strip().replace("-", "_")
                         if name in KERNEL_MODULES:
                             load_module(name)
+
+
+def kmsg_boot(driver):
+    kmsg_append("Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org) (simulated by hwsim)", prio=5)
+    if driver:
+        kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % driver)
+
+
+def kmsg_xid(bus, xid, detail):
+    """An Xid as the NVIDIA driver logs it (prio 4, KERN_WARNING)."""
+    kmsg_append("NVRM: Xid (PCI:0000:%s:00): %d, pid='<unknown>', name=<unknown>, %s" % (bus.lower(), int(xid), detail), prio=4)

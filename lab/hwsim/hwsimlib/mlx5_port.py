@@ -12,7 +12,7 @@ import json
 import os
 import subprocess
 
-from hwsimlib.state import RUN, nic_faulted, pfc_effective, save_json
+from hwsimlib.state import RUN, kmsg_append, nic_faulted, pfc_effective, save_json
 from hwsimlib.sysfs import sysfs_read
 
 TSA_STRICT, TSA_ETS, TSA_VENDOR = 0, 2, 255
@@ -57,10 +57,8 @@ def port_defaults(st):
 
 
 def kmsg(line):
-    """Append a line to the simulated kernel log ($HWSIM_RUN/kmsg, SIMULATION of dmesg)."""
-    os.makedirs(RUN, exist_ok=True)
-    with open(os.path.join(RUN, "kmsg"), "a") as fh:
-        fh.write(line + "\n")
+    """An error in the simulated kernel log (KERN_ERR, as mlx5_core's netdev_err logs it)."""
+    kmsg_append(line, prio=3)
 
 
 def netdev_max_mtu(nic):

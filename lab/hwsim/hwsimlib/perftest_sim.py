@@ -82,7 +82,12 @@ def _parse(args, test):
     while i < len(args):
         arg = args[i]
         key, eq, value = arg.partition("=")
-        if key == "--tclass" and eq:
+        if key == "--tclass":
+            if not eq:
+                i += 1
+                if i >= len(args):
+                    return None
+                value = args[i]
             opts["tclass"] = int(value)
         elif arg in ("-F", "--CPU-freq"):
             pass
@@ -165,7 +170,7 @@ def _header(kind, opts, nic, mtu, server):
     out.append(" Dual-port       : OFF\t\tDevice         : %s" % nic["ca"])
     out.append(" Number of qps   : 1\t\tTransport type : IB")
     out.append(" Connection type : RC\t\tUsing SRQ      : OFF")
-    out.append(" PCIe relax order: %s" % ("ON" if kind == "bw" else "OFF"))
+    out.append(" PCIe relax order: ON")  # disable_pcir is 0 unless --disable_pcie_relaxed
     out.append(" ibv_wr* API     : ON")
     if not server:
         out.append(" TX depth        : %d" % (128 if kind == "bw" else 1))
@@ -302,7 +307,8 @@ def run(test, args):
     with conn:
         _send(conn, {"physics": mine, "ends": ends, "gid": _gid_line(nic, opts["gid"]) if opts["gid"] >= 0 else None})
         theirs = _recv(conn)
-        time.sleep(1)  # perftest sleeps 1 s after establishing the connection (write_bw.c)
+        if kind == "bw":
+            time.sleep(1)  # write_bw.c sleeps 1 s after establishing the connection (write_lat.c does not)
         mtu = min(mine["mtu"], theirs["physics"]["mtu"])
         out = _header(kind, opts, nic, mtu, server)
         out.append(_addr("local", ends, kind == "bw"))

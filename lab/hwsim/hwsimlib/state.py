@@ -34,6 +34,7 @@ FAULTS = {
     "gpu_row_remap_failure": "GPU <gpu> failed to remap a row (no spare rows left)",
     "gpu_pcie_downtrained": "GPU <gpu> busy with its PCIe link at x<width> (default 8) of x16",
     "gpu_hw_slowdown": "GPU <gpu> busy with its clocks held by HW Slowdown and the power brake",
+    "gpu_xid": "GPU <gpu> logs Xid <xid> (default 79) with <detail> in the kernel log (/dev/kmsg's format, /run/hwsim/kmsg)",
     "slow_nic": "<ca> moves RDMA traffic at <factor> (default 0.5) of its line rate (perftest)",
     "slow_link": "the path from <ca> to the node at <peer> (address) runs at <factor> (default 0.5) (perftest)",
     "high_latency": "<ca> adds <us> (default 6) microseconds to every RDMA round trip (perftest)",
@@ -44,6 +45,21 @@ FAULTS = {
 # Kernel modules of the simulated kernel: `modinfo -p` of Debian 12's linux-image-6.1.0-57-amd64
 # (captured into tests/fixtures/captured/modinfo-p-debian12-6.1.0-57.txt). Inbox ib_uverbs has
 # no parameters: `disable_raw_qp_enforcement` exists only in MLNX_OFED's ib_uverbs, and
+
+
+def kmsg_append(message, prio=6):
+    """One record in the simulated kernel's log, as /dev/kmsg prints it: "<prio>,<seq>,<usec>,-;<message>"
+    ($HWSIM_RUN/kmsg, SIMULATION: a lab container has no /dev/kmsg of its own and the host's is
+    never read or written; it lives under /run, so a simulated reboot empties it)."""
+    path = os.environ.get("HWSIM_KMSG", os.path.join(RUN, "kmsg"))
+    try:
+        with open(path) as fh:
+            seq = sum(1 for _ in fh)
+    except OSError:
+        seq = 0
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a") as fh:
+        fh.write("%d,%d,%d,-;%s\n" % (prio, seq, 5000000 + seq * 1000, message))
 
 
 def load_json(path, default):
