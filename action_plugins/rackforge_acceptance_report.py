@@ -13,8 +13,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import sys
-import tempfile
 import time
 
 from ansible.errors import AnsibleError
@@ -23,23 +21,16 @@ from ansible.plugins.action import ActionBase
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _load():
-    """acceptance_report.py and what it imports, loaded by path under their ansible.module_utils
-    names, dependencies first (as rackforge_fleet_report does)."""
-    mod = None
-    for part in ("health", "acceptance", "acceptance_report"):
-        name = "ansible.module_utils.rackforge." + part
-        if name in sys.modules:
-            mod = sys.modules[name]
-            continue
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "module_utils", "rackforge", part + ".py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+def _loader():
+    """module_utils/rackforge/controller.py, by path (it loads the rest)."""
+    spec = importlib.util.spec_from_file_location("rackforge_controller", os.path.join(ROOT, "module_utils", "rackforge", "controller.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     return mod
 
 
-report_lib = _load()
+controller = _loader()
+report_lib = controller.load(("remedies", "health", "acceptance", "acceptance_report"))
 
 
 def plain(value):
@@ -50,21 +41,6 @@ def plain(value):
     if value is None or isinstance(value, (bool, int, float)):
         return value
     return str(value)
-
-
-def write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".acceptance-tmp-")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 class ActionModule(ActionBase):
@@ -87,8 +63,10 @@ class ActionModule(ActionBase):
         report = report_lib.fleet_verdict(results, dropped)
         report["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         os.makedirs(report_dir, exist_ok=True)
-        write_atomic(os.path.join(report_dir, "acceptance.json"), json.dumps(report, indent=1, sort_keys=True) + "\n")
-        write_atomic(os.path.join(report_dir, "acceptance.md"), report_lib.render_markdown(report))
+        controller.write_atomic(
+            os.path.join(report_dir, "acceptance.json"), [json.dumps(report, indent=1, sort_keys=True) + "\n"], ".acceptance-tmp-"
+        )
+        controller.write_atomic(os.path.join(report_dir, "acceptance.md"), [report_lib.render_markdown(report)], ".acceptance-tmp-")
         result.update(
             changed=False,
             report=os.path.join(report_dir, "acceptance.md"),

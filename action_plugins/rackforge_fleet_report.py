@@ -34,8 +34,6 @@ import importlib.util
 import json
 import os
 import socket
-import sys
-import tempfile
 import time
 from datetime import datetime, timezone
 
@@ -54,24 +52,19 @@ TMP_PREFIX = ".fleet-tmp-"
 FLEET_FILES = ("remedies", "fleet_state", "fleet_text", "fleet_html", "fleet")
 
 
-def _fleet():
-    """module_utils/rackforge/fleet.py (the project's module_utils are not importable on the
-    controller under ansible.module_utils; rackforge_settings loads its own the same way).
-
-    fleet.py imports its parts as ansible.module_utils.rackforge.<part>, as a module on a node
-    would: each file is loaded by path under that name, dependencies first, so those imports find
-    the loaded files (nothing of that name exists on the controller otherwise)."""
-    mod = None
-    for part in FLEET_FILES:
-        name = "ansible.module_utils.rackforge." + part
-        spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "module_utils", "rackforge", part + ".py"))
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod
-        spec.loader.exec_module(mod)
+def _loader():
+    """module_utils/rackforge/controller.py, by path (it loads the rest)."""
+    spec = importlib.util.spec_from_file_location("rackforge_controller", os.path.join(ROOT, "module_utils", "rackforge", "controller.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
     return mod
 
 
-fleet = _fleet()
+# fleet.py imports its parts as ansible.module_utils.rackforge.<part>, as a module on a node would:
+# the loader loads each by path under that name, dependencies first (nothing of that name exists
+# on the controller otherwise)
+controller = _loader()
+fleet = controller.load(FLEET_FILES)
 
 
 def plain(value):
@@ -116,24 +109,6 @@ class Lock:
     def __exit__(self, *exc):
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
-
-
-def write_atomic(path, chunks):
-    """Write the pieces of a text to path through a temporary file in the same directory: fsync, rename."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX + os.path.basename(path) + ".", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for chunk in chunks:
-                fh.write(chunk)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def fsync_dir(directory):
@@ -242,9 +217,9 @@ class ActionModule(ActionBase):
                 state = fleet.merge(state, dict(run, at=now), results, inventory, partial_inventory=partial)
                 report = fleet.build_report(state, now, stale)
                 # the state first: a run killed after it leaves reports the next run renders again
-                write_atomic(os.path.join(report_dir, STATE_FILE), fleet.json_chunks(state, indent=None))
+                controller.write_atomic(os.path.join(report_dir, STATE_FILE), fleet.json_chunks(state, indent=None), TMP_PREFIX)
                 for name, chunks in fleet.report_chunks(report).items():
-                    write_atomic(os.path.join(report_dir, name), chunks)
+                    controller.write_atomic(os.path.join(report_dir, name), chunks, TMP_PREFIX)
                 fsync_dir(report_dir)
         except fleet.FleetError as exc:
             raise AnsibleError("rackforge_fleet_report: %s; nothing was written" % exc) from None

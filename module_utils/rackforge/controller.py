@@ -1,0 +1,49 @@
+"""Helpers of the controller-side plugins (action plugins): load the project's module_utils, and
+write a report file atomically.
+
+On the controller the project's module_utils are not importable under ansible.module_utils (that
+package is Ansible's own there). load(parts) loads each module_utils/rackforge/<part>.py by path
+under the name a module on a node would import it by (ansible.module_utils.rackforge.<part>),
+dependencies first, so their own imports of each other resolve; a part already loaded is reused.
+Plugins load this file itself by path (see action_plugins/rackforge_fleet_report.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load(parts):
+    """The last of `parts` (after loading every one of them in order)."""
+    mod = None
+    for part in parts:
+        name = "ansible.module_utils.rackforge." + part
+        mod = sys.modules.get(name)
+        if mod is None:
+            spec = importlib.util.spec_from_file_location(name, os.path.join(HERE, part + ".py"))
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            spec.loader.exec_module(mod)
+    return mod
+
+
+def write_atomic(path, chunks, prefix):
+    """Write the pieces of a text to path through a temporary file in the same directory (named
+    <prefix><name>.*): fsync, rename. A run killed at any moment leaves the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(prefix=prefix + os.path.basename(path) + ".", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
