@@ -33,16 +33,6 @@ controller = _loader()
 report_lib = controller.load(("remedies", "health", "acceptance", "acceptance_report"))
 
 
-def plain(value):
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return str(value)
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(("report_dir",))
@@ -58,7 +48,7 @@ class ActionModule(ActionBase):
         for host in task_vars.get("ansible_play_hosts") or []:
             data = hostvars[host].get("rackforge_acceptance_results")
             if data is not None:
-                results[host] = plain(data)
+                results[host] = controller.plain(data)
         dropped = [h for h in task_vars.get("ansible_play_hosts_all") or [] if h not in results]
         report = report_lib.fleet_verdict(results, dropped)
         report["time"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -67,21 +67,6 @@ controller = _loader()
 fleet = controller.load(FLEET_FILES)
 
 
-def plain(value):
-    """A variable's value as plain JSON types (hostvars hand out tagged and lazy containers)."""
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if value is None or isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value)
-
-
 class Lock:
     """An exclusive fcntl lock on a file, waited for at most `timeout` seconds."""
 
@@ -182,7 +167,7 @@ class ActionModule(ActionBase):
             if host not in batch and host in active:
                 continue  # a later serial batch, or not part of this run
             facts = hostvars[host]
-            health = plain(facts.get("rackforge_health"))
+            health = controller.plain(facts.get("rackforge_health"))
             reason = None
             if health is None:
                 reason = (
@@ -192,19 +177,19 @@ class ActionModule(ActionBase):
                 )
             results[host] = {
                 "health": health,
-                "profile": plain(facts.get("rackforge_hw_profile")),
-                "acceptance": plain(facts.get("rackforge_acceptance")),
+                "profile": controller.plain(facts.get("rackforge_hw_profile")),
+                "acceptance": controller.plain(facts.get("rackforge_acceptance")),
                 "reason": reason,
             }
         inventory = list((task_vars.get("groups") or {}).get("all") or [])
         partial = task_vars.get("awx_workflow_job_id") is not None
         run = {
             "playbook": playbook_names(),
-            "play": plain(task_vars.get("ansible_play_name")),
+            "play": controller.plain(task_vars.get("ansible_play_name")),
             "check_mode": check_mode,
-            "limit": plain(context.CLIARGS.get("subset")),
+            "limit": controller.plain(context.CLIARGS.get("subset")),
             "controller": socket.gethostname(),
-            "awx_job_id": plain(task_vars.get("awx_job_id")),
+            "awx_job_id": controller.plain(task_vars.get("awx_job_id")),
         }
 
         try:

@@ -1,5 +1,5 @@
-"""Helpers of the controller-side plugins (action plugins): load the project's module_utils, and
-write a report file atomically.
+"""Helpers of the controller-side plugins (action plugins): load the project's module_utils, turn
+hostvars into plain JSON types, and write a report file atomically.
 
 On the controller the project's module_utils are not importable under ansible.module_utils (that
 package is Ansible's own there). load(parts) loads each module_utils/rackforge/<part>.py by path
@@ -29,6 +29,21 @@ def load(parts):
             sys.modules[name] = mod
             spec.loader.exec_module(mod)
     return mod
+
+
+def plain(value):
+    """A variable's value as plain JSON types (hostvars hand out tagged and lazy containers)."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    return str(value)
 
 
 def write_atomic(path, chunks, prefix):

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from hwsimlib.kernel import boot_modules, kmsg_boot, kmsg_xid
+from hwsimlib.kernel import boot_modules, kmsg_boot, kmsg_driver_loaded, kmsg_xid
 from hwsimlib.nvml import nvml_set, nvml_state
 from hwsimlib.state import (
     DRIVER_FILE,
@@ -19,7 +19,6 @@ from hwsimlib.state import (
     fabric_state,
     gpu_state,
     installed,
-    kmsg_append,
     loaded_driver,
     nic_state,
     node,
@@ -74,7 +73,7 @@ def admin(args):
         version = installed(DRIVER_FILE)
         if version and not loaded_driver():
             save_json(os.path.join(RUN, "driver.json"), {"version": version})
-            kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % version)
+            kmsg_driver_loaded(version)
         return 0
     if cmd == "fabricmanager":
         fm_version = installed(FM_FILE)

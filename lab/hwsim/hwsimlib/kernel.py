@@ -208,10 +208,14 @@ def boot_modules():
                             load_module(name)
 
 
+def kmsg_driver_loaded(version):
+    kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % version)
+
+
 def kmsg_boot(driver):
     kmsg_append("Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org) (simulated by hwsim)", prio=5)
     if driver:
-        kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % driver)
+        kmsg_driver_loaded(driver)
 
 
 def kmsg_xid(bus, xid, detail):
