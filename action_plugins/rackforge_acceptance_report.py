@@ -61,7 +61,13 @@ class ActionModule(ActionBase):
             changed=False,
             report=os.path.join(report_dir, "acceptance.md"),
             nodes={
-                n: {"findings": d["findings"], "metrics": report_lib.metrics(n, report), "time": report["time"]}
+                n: {
+                    "findings": d["findings"],
+                    "rdma": d["rdma"],
+                    "nvlink": d["nvlink"],
+                    "metrics": report_lib.metrics(n, report),
+                    "time": report["time"],
+                }
                 for n, d in report["nodes"].items()
             },
             paths=report["paths"],

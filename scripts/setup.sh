@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus nftables)
 # the REAL ibstat/ibstatus that the unit tests run over the simulated sysfs tree, and the compiler
 # for the lab's sysfs redirect library (lab/sysfs_redirect; the lab nodes have no compiler)
-apt_packages+=(infiniband-diags gcc libc6-dev)
+apt_packages+=(infiniband-diags pciutils gcc libc6-dev)
 # the headless browser that checks the fleet report (tests/unit/test_fleet_browser.py)
 apt_packages+=(chromium)
 missing=()

@@ -54,6 +54,8 @@ def hardware_expectations(prof):
         "rdma_link_layer": "Ethernet",
         "rdma_rate_gbps": rdma[0]["rate"] if rdma else 0,
         "management_interfaces": mgmt,
+        # GPUs and NICs behind shared PCIe switches, over Debian's inbox RDMA stack: dma-buf
+        "gpudirect_rdma": "dmabuf" if prof.get("pcie", {}).get("switches") else "none",
     }
 
 

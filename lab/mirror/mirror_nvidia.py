@@ -104,6 +104,10 @@ systemctl daemon-reload >/dev/null 2>&1 || true
 def driver_files(version, smi, nvml):
     return {
         "usr/lib/hwsim/driver-version": version + "\n",
+        # which kernel module the lab's driver "loads" (hwsimlib/kernel.py driver_loaded: its taint).
+        # SIMPLIFICATION: the package is the open-module flavour; NVIDIA's repository names that
+        # package nvidia-driver-<branch>-open (the runfile below records what its options chose)
+        "usr/lib/hwsim/driver-flavor": "open\n",
         "usr/bin/nvidia-smi": smi,
         "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": nvml,
         "usr/bin/nvidia-persistenced": PERSISTENCED,
@@ -163,14 +167,18 @@ RUNFILE_SCRIPT = """#!/bin/sh
 # same files as the lab's nvidia-driver-%(branch)s package: the REAL nvidia-smi %(smi)s and the lab
 # NVML (libnvidia-ml.so.1) over the hardware simulator.
 set -e
+flavor=%(default_flavor)s
 for a in "$@"; do
   case "$a" in
-    --silent|--dkms|--no-opengl-files|--kernel-module-type=open|--kernel-module-type=proprietary|-m=kernel-open) ;;
+    --kernel-module-type=open|-m=kernel-open) flavor=open;;
+    --kernel-module-type=proprietary) flavor=proprietary;;
+    --silent|--dkms|--no-opengl-files) ;;
     *) echo "ERROR: unknown option $a" >&2; exit 2;;
   esac
 done
 [ -x /usr/lib/hwsim/hwsim ] || { echo "ERROR: Unable to find a supported NVIDIA GPU (no lab simulator here)" >&2; exit 1; }
 sed '1,/^__RACKFORGE_PAYLOAD__$/d' "$0" | base64 -d | tar -xzmf - -C / --no-same-owner
+echo "$flavor" > /usr/lib/hwsim/driver-flavor
 ldconfig
 /usr/lib/hwsim/hwsim hwsim load-driver || true
 systemctl daemon-reload >/dev/null 2>&1 || true
@@ -193,5 +201,8 @@ def runfile(version):
             info = tarfile.TarInfo(rel)
             info.size, info.mode, info.mtime = len(data), file_mode(rel), 0
             tar.addfile(info, io.BytesIO(data))
-    head = RUNFILE_SCRIPT % {"version": version, "branch": version.split(".")[0], "smi": NVIDIA_SMI_VERSION}
+    branch = version.split(".")[0]
+    # the installer's default module: proprietary before 560, open from 560 on
+    flavor = "open" if int(branch) >= 560 else "proprietary"
+    head = RUNFILE_SCRIPT % {"version": version, "branch": branch, "smi": NVIDIA_SMI_VERSION, "default_flavor": flavor}
     return head.encode() + base64.encodebytes(buf.getvalue())

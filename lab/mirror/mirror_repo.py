@@ -20,6 +20,7 @@ DISTRO_PACKAGES = (
     "rdmacm-utils",
     "perftest",
     "libpci3",
+    "pciutils",
     "pci.ids",
     "libibverbs1",
     "librdmacm1",

@@ -23,6 +23,7 @@ th{background:#f0f0f0}pre{margin:0;white-space:pre-wrap;max-width:70em;font-size
 .badge{padding:1px 8px;border-radius:3px;font-size:80%;vertical-align:middle}
 .ok{background:#d9f2d9}.bad{background:#f8d0d0}.na{background:#eee}
 .grid td{width:1.6em;height:1.4em;padding:0;text-align:center;font-size:70%}
+.matrix td{padding:1px 4px;text-align:right;font-size:75%}
 .grid td.words{width:auto;text-align:left;padding:0 .5em;white-space:nowrap;font-size:85%}
 .wrong{min-width:20em}.by{overflow-wrap:anywhere;min-width:11em}.wrong ul{margin:0;padding-left:1.1em}.wrong li{margin-bottom:.3em}
 .wrong .remedy{display:block;padding:1px 4px;font-size:90%}
@@ -54,23 +55,6 @@ def _evidence_html(evidence):
         _e(evidence.get("rc")),
         html.escape(out.strip() or "(no output)"),
     )
-
-
-def _value_html(value, depth=0):
-    """Any JSON value as nested tables (acceptance results have no fixed shape yet)."""
-    if isinstance(value, dict) and value and depth < 4:
-        rows = "".join("<tr><th>%s</th><td>%s</td></tr>" % (_e(k), _value_html(v, depth + 1)) for k, v in value.items())
-        return "<table>%s</table>" % rows
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value) and depth < 4:
-        keys = []
-        for v in value:
-            keys += [k for k in v if k not in keys]
-        head = "".join("<th>%s</th>" % _e(k) for k in keys)
-        body = "".join("<tr>%s</tr>" % "".join("<td>%s</td>" % _value_html(v.get(k), depth + 1) for k in keys) for v in value)
-        return "<table><tr>%s</tr>%s</table>" % (head, body)
-    if isinstance(value, bool):
-        return '<span class="%s">%s</span>' % ("ok" if value else "bad", "yes" if value else "NO")
-    return _e(value)
 
 
 def _findings_html(node):
@@ -154,6 +138,62 @@ def _ports_html(health):
     return "".join(rows)
 
 
+def _gpu_matrix_html(nvlink, findings):
+    """nvbandwidth's GPU pair matrix (GB/s): a pair with a finding red, the diagonal grey."""
+    cells = {tuple(int(x) for x in key.split("-")): value for key, value in ((nvlink.get("pairs") or {}).get("gbps") or {}).items()}
+    if not cells:
+        return ""
+    slow = {f["component"].replace("<-", "->") for f in findings if f.get("check") == "nvlink_bandwidth"}
+    gpus = sorted({g for pair in cells for g in pair})
+    rows = [
+        "<h4>NVLink GPU pairs, GB/s (median %s; red: a finding)</h4><table class='matrix'><tr><th></th>%s</tr>"
+        % (_e((nvlink.get("pairs") or {}).get("median_gbps")), "".join("<th>%d</th>" % g for g in gpus))
+    ]
+    for r in gpus:
+        tds = []
+        for c in gpus:
+            if (r, c) not in cells:
+                tds.append('<td class="na">-</td>')
+                continue
+            bad = "GPU %d -> GPU %d" % (r, c) in slow
+            tds.append('<td class="%s" title="GPU %d to GPU %d">%.0f</td>' % ("bad" if bad else "ok", r, c, cells[(r, c)]))
+        rows.append("<tr><th>%d</th>%s</tr>" % (r, "".join(tds)))
+    rows.append("</table>")
+    return "".join(rows)
+
+
+def _acceptance_html(host, acceptance):
+    """A node's last fabric acceptance: its RDMA pairs per rail and its NVLink pair matrix."""
+    result = acceptance.get("result") or {}
+    findings = result.get("findings") or []
+    nvlink = result.get("nvlink") or {}
+    parts = [
+        "<h3>Fabric acceptance (%s): %s</h3>" % (_e(acceptance.get("at")), "passed" if not findings else "%d finding(s)" % len(findings))
+    ]
+    pairs = result.get("rdma") or []
+    if pairs:
+        parts.append("<table class='ports'><tr><th>rail</th><th>partner</th><th>write bw Gb/s</th><th>latency us</th><th>verdict</th></tr>")
+        for p in sorted(pairs, key=lambda p: (p.get("rail", 0), p.get("a"), p.get("b"))):
+            peer = p.get("b") if p.get("a") == host else p.get("a")
+            bw, lat = p.get("bw_gbps"), p.get("lat_us")
+            parts.append(
+                '<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
+                % (
+                    "ok" if p.get("ok") else "bad",
+                    _e(p.get("rail")),
+                    _e(peer),
+                    "-" if bw is None else "%.1f" % bw,
+                    "-" if lat is None else "%.2f" % lat,
+                    "ok" if p.get("ok") else "FAIL",
+                )
+            )
+        parts.append("</table>")
+    if nvlink.get("busbw_gbps") is not None:
+        parts.append("<p>all-reduce bus bandwidth %.1f GB/s</p>" % nvlink["busbw_gbps"])
+    parts.append(_gpu_matrix_html(nvlink, findings))
+    return "".join(parts)
+
+
 def _wrong_html(n, shown=3):
     """The node table's summary: an unhealthy node's first findings, else why it has its status."""
     if n["status"] == "healthy":
@@ -185,7 +225,7 @@ def _node_html(n):
         parts.append("<p><b>Last verdict UNHEALTHY</b> (as of %s):</p>" % _e(n["checked_at"]))
     parts += [_findings_html(n), _nvlink_html(h), _ports_html(h)]
     if n.get("acceptance"):
-        parts.append("<h3>Acceptance results (%s)</h3>%s" % (_e(n["acceptance"].get("at")), _value_html(n["acceptance"].get("result"))))
+        parts.append(_acceptance_html(n["host"], n["acceptance"]))
     parts.append("</section>")
     return "".join(parts)
 

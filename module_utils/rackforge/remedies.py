@@ -94,6 +94,23 @@ REMEDIES = {
     "fabric_acceptance_all_reduce_perf to it.",
     "nccl_results": "nccl-tests found wrong results: a GPU or link corrupts data; drain the node, check ECC and Xids, and RMA "
     "the GPU that fails alone.",
+    "gpudirect_topology": "No GPU shares a PCIe switch with an RDMA NIC: GPUDirect RDMA would cross the root complex. "
+    "Check the hardware profile's gpudirect_rdma and rdma_nic_pci_ids against lspci -tv; set gpudirect_rdma: none "
+    "for a node without a shared switch.",
+    "gpudirect_acs": "ACS redirects peer traffic on a GPU<->NIC switch port: set rdma_roce_gpudirect_acs: disable "
+    "(setpci now and rackforge-gpudirect-acs.service at every boot) and rerun playbooks/network.yml, or disable ACS "
+    "in the BIOS. ACS isolates devices: disabling it is the operator's decision.",
+    "gpudirect_acs_not_run": "lspci could not read the PCIe switch ports (output below): install pciutils and run as root "
+    "(without root lspci prints no capabilities).",
+    "gpudirect_iommu": "The IOMMU translates GPU/NIC DMA: add iommu=pt (with intel_iommu=on / amd_iommu=on) to the kernel "
+    "command line, or turn the IOMMU off, then reboot. rackforge does not change the boot loader.",
+    "gpudirect_peermem": "nvidia-peermem is not loaded or not registered with the RDMA core: it needs MLNX_OFED's ib_core "
+    "(its peer-memory API); rerun playbooks/network.yml, or on Linux's own RDMA stack use gpudirect_rdma: dmabuf.",
+    "gpudirect_peermem_boot": "nvidia-peermem is not loaded at boot: rerun playbooks/network.yml (it writes "
+    "/etc/modules-load.d/rackforge-gpudirect.conf).",
+    "gpudirect_dmabuf": "dma-buf GPUDirect RDMA needs Linux 5.12+ and NVIDIA's open kernel module loaded: install the "
+    "open flavour (nvidia_driver_kernel_module_type: open; NVIDIA's repository calls the package nvidia-driver-<branch>-open) "
+    "and reboot, or use peermem over MLNX_OFED.",
 }
 NOT_RUN_REMEDY = "The check could not run: install or fix %s (the command and its output are below), then rerun playbooks/health_check.yml."
 UNKNOWN_REMEDY = "No remedy is recorded for check %s: read its message; add one to REMEDIES in module_utils/rackforge/remedies.py."

@@ -39,6 +39,12 @@ def test_faults_fail_exactly_their_nodes_and_the_gate_holds_them_until_a_pass(co
     text = " ".join(gate.stdout.split())
     assert "%s: UNHEALTHY" % nic_victim in text and "%s: UNHEALTHY" % gpu_victim in text
     assert "%s: UNHEALTHY" % healthy not in text
+    # the fleet report pictures each node's last acceptance: its pairs per rail, its GPU pair matrix
+    page = (tmp_path / "fleet.html").read_text()
+    victim_section = page[page.index('id="node-%s"' % gpu_victim) :]
+    assert '<td class="bad" title="GPU 1 to GPU 6">' in victim_section.split("</section>")[0]
+    nic_section = page[page.index('id="node-%s"' % nic_victim) :].split("</section>")[0]
+    assert "<td>1</td><td>%s</td>" % healthy in nic_section and ">FAIL</td>" in nic_section
 
     # a passing acceptance clears them
     res = playbook("playbooks/fabric_acceptance.yml", report_dir=tmp_path)

@@ -27,11 +27,19 @@ CASES = [
     (("gpu_xid", "gpu=4", "xid=79"), "GPU 4 (00000000:9B:00.0) logged Xid 79 (1 times): GPU has fallen off the bus."),
     # a health tool that fails is a finding, not a pass: without ib_uverbs every verbs tool fails
     ("unload-ib_uverbs", "ibv_devinfo: the roce_mtu check could not run: ibv_devinfo failed"),
+    # GPUDirect RDMA: ACS back on the switch ports above GPU 2 (as a hot reset leaves them), read by
+    # the REAL lspci from the simulated config space; the boot unit clears it again (the undo)
+    ("reset-acs", "PCIe port 37:00.0 redirects peer traffic (ReqRedir+, CmpltRedir+) between 4c:00.0<->38:00.0"),
+    (("iommu_dma",), "the IOMMU translates DMA of 16 GPU/NIC device(s) (group type DMA-FQ)"),
 ]
 # actions on the victim that are not hwsim faults: (do, undo)
 ACTIONS = {
     "stop-fabricmanager": (["systemctl", "stop", "nvidia-fabricmanager"], ["systemctl", "start", "nvidia-fabricmanager"]),
     "unload-ib_uverbs": (["modprobe", "-r", "ib_uverbs"], ["modprobe", "ib_uverbs"]),
+    "reset-acs": (
+        ["hwsim", "fault", "add", "acs_enabled", "gpu=2"],
+        ["sh", "-c", "hwsim fault clear && systemctl restart rackforge-gpudirect-acs.service"],
+    ),
 }
 
 

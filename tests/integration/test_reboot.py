@@ -7,7 +7,9 @@ from __future__ import annotations
 import yaml
 from conftest import ROOT, lab, on_node, playbook
 
-UNITS = ("rackforge-roce-qos.service", "rackforge-gpu-tuning.service")
+UNITS = ("rackforge-roce-qos.service", "rackforge-gpu-tuning.service", "rackforge-gpudirect-acs.service")
+# the REAL lspci over the simulated PCI config space: ACS of the switch port above GPU 0
+ACS = ["lspci", "-A", "linux-sysfs", "-O", "sysfs.path=/var/lib/hwsim/sys/bus/pci", "-vvv", "-s", "17:00.0"]
 
 
 def qos_state(node, ports):
@@ -25,6 +27,7 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     node = gpu_nodes[1]  # an HGX H100 node: the lab inventory asks 2619,1755 MHz and 600 W
     ports = ["ens%dnp0" % i for i in range(1, 9)]
     converged_qos, converged_gpu = qos_state(node, ports), gpu_state(node)
+    assert "ReqRedir- CmpltRedir-" in on_node(node, *ACS).stdout
     assert "Priority trust state: dscp" in converged_qos
     assert converged_gpu.splitlines()[0] == "0, 2619 MHz, 1755 MHz, 600.00 W"
     # the simulator's reboot resets NIC QoS and GPU clocks/power: prove the units do the work
@@ -32,12 +35,14 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     lab("reboot", node)
     assert "Priority trust state: pcp" in qos_state(node, ports)
     assert gpu_state(node).splitlines()[0] == "0, 2619 MHz, 1980 MHz, 700.00 W"
+    assert "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+" in on_node(node, *ACS).stdout  # Linux's boot default
     lab("exec", node, "systemctl", "enable", "--quiet", *UNITS)
     lab("reboot", node)
     for unit in UNITS:
         assert on_node(node, "systemctl", "is-active", unit, check=False).stdout.strip() == "active", unit
     assert qos_state(node, ports) == converged_qos
     assert gpu_state(node) == converged_gpu
+    assert "ReqRedir- CmpltRedir-" in on_node(node, *ACS).stdout
     res = playbook("site.yml", "--limit", node, "--check", "--diff")
     assert res.returncode == 0 and res.recap[node]["changed"] == 0, res.stdout[-3000:]
 

@@ -51,6 +51,7 @@ class Sim:
             HWSIM_VARLIB=str(self.tmp / "var"),
             HWSIM_RUN=str(self.tmp / "run"),
             HWSIM_DRIVER_FILE=str(self.tmp / "driver-version"),
+            HWSIM_DRIVER_FLAVOR_FILE=str(self.tmp / "driver-flavor"),
             HWSIM_FM_FILE=str(self.tmp / "fm-version"),
             HWSIM_ALLOW_NONROOT="1",
             HWSIM_MODPROBE_D=str(self.tmp / "etc" / "modprobe.d"),

@@ -109,6 +109,30 @@ def run(hours, playbook="playbooks/health_check.yml", check_mode=False, limit=No
     }
 
 
+# a node's <state_dir>/acceptance.json as roles/fabric_acceptance writes it: its pairs, NVLink matrix
+# and findings (GPU pair 1 -> 2 slow)
+ACCEPTANCE = {
+    "time": 1764633600,
+    "findings": [
+        {
+            "check": "nvlink_bandwidth",
+            "component": "GPU 1 -> GPU 2",
+            "expected": ">= 300.00 GB/s",
+            "observed": "150.00 GB/s",
+            "message": "GPU pair 1/2 copies at 150.00 GB/s; the node's pairs have a median of 370.00 GB/s",
+        }
+    ],
+    "rdma": [
+        {"a": "node1", "b": "node2", "rail": 0, "bw_gbps": 392.1, "lat_us": 2.31, "ok": True},
+        {"a": "node3", "b": "node1", "rail": 0, "bw_gbps": 180.4, "lat_us": 2.4, "ok": False},
+    ],
+    "nvlink": {
+        "busbw_gbps": 478.2,
+        "pairs": {"median_gbps": 370.0, "gbps": {"0-1": 370.0, "0-2": 371.0, "1-0": 369.0, "1-2": 150.0, "2-0": 370.5, "2-1": 370.2}},
+    },
+}
+
+
 def result(health_=None, profile="hgx-h100-8gpu", reason=None, acceptance=None):
     return {"health": health_, "profile": profile, "reason": reason, "acceptance": acceptance}
 
@@ -141,7 +165,7 @@ def rich_state():
         ["old-node", "gone-node", "node1", "node2", "node3", "node4"],
     )
     results = {
-        "node1": result(verdict(), acceptance={"passed": True, "results": [{"test": "ib_write_bw", "gbps": 392.1, "passed": True}]}),
+        "node1": result(verdict(), acceptance=ACCEPTANCE),
         "node2": result(verdict(inactive={5: [3]}, down=[1])),
         "node3": result(verdict(not_run=[show_gids_missing()])),
         "node4": result(None, reason="it failed or was unreachable before the health checks"),

@@ -7,7 +7,7 @@ import os
 import shutil
 import sys
 
-from hwsimlib.kernel import boot_modules, kmsg_boot, kmsg_driver_loaded, kmsg_xid
+from hwsimlib.kernel import boot_modules, driver_loaded, kmsg_boot, kmsg_xid
 from hwsimlib.nvml import nvml_set, nvml_state
 from hwsimlib.state import (
     DRIVER_FILE,
@@ -73,7 +73,7 @@ def admin(args):
         version = installed(DRIVER_FILE)
         if version and not loaded_driver():
             save_json(os.path.join(RUN, "driver.json"), {"version": version})
-            kmsg_driver_loaded(version)
+            driver_loaded(version)
         return 0
     if cmd == "fabricmanager":
         fm_version = installed(FM_FILE)

@@ -6,13 +6,15 @@ import os
 import shutil
 import sys
 
-from hwsimlib.state import RUN, SYSFS, kmsg_append, load_json, profile, save_json
+from hwsimlib.state import DRIVER_FILE, RUN, SYSFS, installed, kmsg_append, load_json, profile, save_json
 from hwsimlib.sysfs import write_file
 
 # (captured into tests/fixtures/captured/modinfo-p-debian12-6.1.0-57.txt). Inbox ib_uverbs has
 # no parameters: `disable_raw_qp_enforcement` exists only in MLNX_OFED's ib_uverbs, and
 # `disable_raw_qp` exists nowhere.
 KERNEL_VERSION = "6.1.0-57-amd64"
+# which kernel module the installed driver carries (open, or proprietary), written by the installer
+DRIVER_FLAVOR_FILE = os.environ.get("HWSIM_DRIVER_FLAVOR_FILE", "/usr/lib/hwsim/driver-flavor")
 KERNEL_MODULES = {
     "mlx5_core": {
         "depends": [],
@@ -36,6 +38,22 @@ KERNEL_MODULES = {
     "rdma_ucm": {"depends": ["rdma_cm", "ib_uverbs", "ib_core"], "params": []},
     "ib_umad": {"depends": ["ib_core"], "params": []},
     "tcp_bbr": {"depends": [], "params": []},
+    # the NVIDIA driver's GPUDirect RDMA peer-memory client (kernel-open/nvidia-peermem); present
+    # once a driver is installed. Built without MLNX_OFED's peer-memory symbols (Debian's inbox
+    # ib_core has none) its init returns -EINVAL, so modprobe fails: see load_module
+    "nvidia_peermem": {
+        "depends": ["ib_core"],
+        "params": [
+            (
+                "peerdirect_support",
+                "Set level of support for Peer-direct, 0 [default] or 1 [legacy, for example MLNX_OFED 4.9 LTS]",
+                "int",
+                "0",
+            ),
+            ("persistent_api_support", "Set level of support for persistent APIs, 0 [legacy] or 1 [default]", "int", "1"),
+        ],
+        "driver": True,
+    },
     # the container runtime's modules (container_runtime role)
     "overlay": {
         "depends": [],
@@ -88,6 +106,12 @@ def load_module(name, cli_opts=None):
     mods = loaded_modules()
     if name in mods:
         return 0
+    if name == "nvidia_peermem":
+        # nv_mem_client_init without NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT: return -EINVAL (no printk)
+        for dep in KERNEL_MODULES[name]["depends"]:
+            load_module(dep)
+        sys.stderr.write("modprobe: ERROR: could not insert '%s': Invalid argument\n" % name)
+        return 1
     for dep in KERNEL_MODULES[name]["depends"]:
         load_module(dep)
         mods = loaded_modules()
@@ -137,7 +161,7 @@ def modprobe(args):
         save_json(os.path.join(RUN, "modules.json"), mods)
         return 0
     name = words[0].replace("-", "_")
-    if name not in KERNEL_MODULES:
+    if name not in KERNEL_MODULES or (KERNEL_MODULES[name].get("driver") and not installed(DRIVER_FILE)):
         sys.stderr.write("modprobe: FATAL: Module %s not found in directory /lib/modules/%s\n" % (words[0], KERNEL_VERSION))
         return 1
     if "-n" in flags or "--dry-run" in flags:
@@ -158,7 +182,7 @@ def modinfo(args):
     for word in words:
         name = word.replace("-", "_")
         mod = KERNEL_MODULES.get(name)
-        if mod is None:
+        if mod is None or (mod.get("driver") and not installed(DRIVER_FILE)):
             sys.stderr.write("modinfo: ERROR: Module %s not found.\n" % word)
             rc = 1
             continue
@@ -208,14 +232,24 @@ def boot_modules():
                             load_module(name)
 
 
-def kmsg_driver_loaded(version):
-    kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % version)
+def driver_loaded(version):
+    """What loading nvidia.ko leaves: its module directory (taint: the open module is out of tree
+    and unsigned, "OE"; the proprietary one adds "P") and the driver's first kernel log line."""
+    flavor = installed(DRIVER_FLAVOR_FILE) or "open"
+    base = os.path.join(SYSFS, "module", "nvidia")
+    write_file(os.path.join(base, "initstate"), "live")
+    write_file(os.path.join(base, "version"), version)
+    write_file(os.path.join(base, "taint"), "OE" if flavor == "open" else "POE")
+    if flavor == "open":
+        kmsg_append("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  %s" % version)
+    else:
+        kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % version)
 
 
 def kmsg_boot(driver):
     kmsg_append("Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org) (simulated by hwsim)", prio=5)
     if driver:
-        kmsg_driver_loaded(driver)
+        driver_loaded(driver)
 
 
 def kmsg_xid(bus, xid, detail):

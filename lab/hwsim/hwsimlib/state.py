@@ -39,6 +39,8 @@ FAULTS = {
     "slow_link": "the path from <ca> to the node at <peer> (address) runs at <factor> (default 0.5) (perftest)",
     "high_latency": "<ca> adds <us> (default 6) microseconds to every RDMA round trip (perftest)",
     "slow_gpu_pair": "GPUs <gpu> and <peer> copy at <factor> (default 0.5) of their NVLink speed (nvbandwidth, nccl-tests)",
+    "acs_enabled": "the PCIe switch ports above GPU <gpu> have ACS redirect on again (as after a hot reset; pci_sim.py)",
+    "iommu_dma": "the IOMMU translates DMA (iommu_groups/*/type DMA-FQ, not passthrough)",
 }
 
 

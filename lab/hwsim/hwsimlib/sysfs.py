@@ -35,7 +35,8 @@ import hashlib
 import os
 import shutil
 
-from hwsimlib.state import SYSFS, nic_faulted, node, present_gpus, profile
+from hwsimlib.pci_sim import render_pci
+from hwsimlib.state import SYSFS, nic_faulted, node, profile
 
 # mlx5 reports an Ethernet port's speed as an IB width x lane speed (translate_eth_proto_oper /
 # translate_eth_ext_proto_oper in drivers/infiniband/hw/mlx5/main.c); rate_show prints
@@ -175,33 +176,16 @@ def render_infiniband(prof, nic, seed):
     write_file(os.path.join(ib, "tc/1/traffic_class"), "")
 
 
-def render_sysfs():
-    """(Re)build the simulated sysfs tree with boot-time defaults (what a reboot gives)."""
+def render_sysfs(keep_config=None):
+    """(Re)build the simulated sysfs tree with boot-time defaults (what a reboot gives).
+
+    keep_config: {bdf: config space} that setpci wrote since the boot (kept on a fault's re-render)."""
     prof = profile()
     seed = node()["seed"]
     if os.path.isdir(SYSFS):
         shutil.rmtree(SYSFS)
-    pci = os.path.join(SYSFS, "bus/pci/devices")
-    g = prof["gpu"]
-    for i in present_gpus():
-        dev = os.path.join(pci, "0000:%s:00.0" % g["bus_ids"][i].lower())
-        write_file(os.path.join(dev, "vendor"), g["pci_vendor"])
-        write_file(os.path.join(dev, "device"), g["pci_device"])
-        write_file(os.path.join(dev, "subsystem_device"), g["subsystem"])
-        write_file(os.path.join(dev, "class"), "0x030200")
-        write_file(os.path.join(dev, "numa_node"), g["numa"][i])
-    for bus in prof.get("nvswitch", {}).get("bus_ids", []):
-        dev = os.path.join(pci, "0000:%s:00.0" % bus)
-        write_file(os.path.join(dev, "vendor"), prof["nvswitch"]["pci_vendor"])
-        write_file(os.path.join(dev, "device"), prof["nvswitch"]["pci_device"])
-        write_file(os.path.join(dev, "class"), "0x068000")
-        write_file(os.path.join(dev, "numa_node"), 0)
+    render_pci(prof, keep_config)
     for nic in prof["nics"]:
-        dev = os.path.join(pci, "0000:%s:00.0" % nic["bus_id"])
-        write_file(os.path.join(dev, "vendor"), nic["pci_vendor"])
-        write_file(os.path.join(dev, "device"), nic["pci_device"])
-        write_file(os.path.join(dev, "class"), "0x020000")
-        write_file(os.path.join(dev, "numa_node"), nic["numa"])
         render_infiniband(prof, nic, seed)
         is_down = port_down(nic)
         net = os.path.join(SYSFS, "class/net", nic["netdev"])
@@ -234,14 +218,21 @@ RUNTIME_TREES = ("module/", "kernel/config/", "class/infiniband_verbs/")
 def render_sysfs_keep_runtime():
     """Re-render after a fault change, keeping runtime-written files (ECN, MTU, traffic class)."""
     keep = {}
+    configs = {}
+    pci = os.path.join(SYSFS, "bus/pci/devices")
+    for bdf in os.listdir(pci) if os.path.isdir(pci) else []:
+        with open(os.path.join(pci, bdf, "config"), "rb") as fh:
+            configs[bdf] = fh.read()
     for dirpath, _dirs, files in os.walk(SYSFS):
         for name in files:
             path = os.path.join(dirpath, name)
             rel = os.path.relpath(path, SYSFS)
+            if rel.startswith("devices/"):
+                continue
             if "/ecn/" in rel or rel.endswith("/mtu") or rel.endswith("traffic_class") or rel.startswith(RUNTIME_TREES):
                 with open(path) as fh:
                     keep[rel] = fh.read()
-    render_sysfs()
+    render_sysfs(configs)
     for rel, value in keep.items():
         path = os.path.join(SYSFS, rel)
         if os.path.exists(path) or rel.startswith(RUNTIME_TREES):
