@@ -101,13 +101,13 @@ systemctl daemon-reload >/dev/null 2>&1 || true
 """
 
 
-def driver_files(version, smi, nvml):
+def driver_files(version, smi, nvml, flavor):
     return {
         "usr/lib/hwsim/driver-version": version + "\n",
-        # which kernel module the lab's driver "loads" (hwsimlib/kernel.py driver_loaded: its taint).
-        # SIMPLIFICATION: the package is the open-module flavour; NVIDIA's repository names that
-        # package nvidia-driver-<branch>-open (the runfile below records what its options chose)
-        "usr/lib/hwsim/driver-flavor": "open\n",
+        # which kernel module the lab's driver "loads" (hwsimlib/kernel.py driver_loaded: its taint):
+        # as in NVIDIA's repository, nvidia-driver-<branch> carries the proprietary module and
+        # nvidia-driver-<branch>-open the open one (the runfile records what its options chose)
+        "usr/lib/hwsim/driver-flavor": flavor + "\n",
         "usr/bin/nvidia-smi": smi,
         "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": nvml,
         "usr/bin/nvidia-persistenced": PERSISTENCED,
@@ -120,17 +120,21 @@ def packages():
     pkgs = []
     for v in DRIVER_VERSIONS:
         branch = v.split(".")[0]
-        pkgs.append(
-            {
-                "Package": "nvidia-driver-%s" % branch,
-                "Version": "%s-1" % v,
-                "Architecture": "amd64",
-                "Description": "NVIDIA driver metapackage %s\n %s" % (v, SIM_DRIVER),
-                "files": driver_files(v, smi, nvml),
-                "postinst": DRIVER_POSTINST,
-                "postrm": "#!/bin/sh\nldconfig\n",
-            }
-        )
+        for suffix, flavor in (("", "proprietary"), ("-open", "open")):
+            other = "nvidia-driver-%s%s" % (branch, "-open" if not suffix else "")
+            pkgs.append(
+                {
+                    "Package": "nvidia-driver-%s%s" % (branch, suffix),
+                    "Version": "%s-1" % v,
+                    "Architecture": "amd64",
+                    "Description": "NVIDIA driver metapackage %s (%s kernel module)\n %s" % (v, flavor, SIM_DRIVER),
+                    "Conflicts": other,
+                    "Replaces": other,
+                    "files": driver_files(v, smi, nvml, flavor),
+                    "postinst": DRIVER_POSTINST,
+                    "postrm": "#!/bin/sh\nldconfig\n",
+                }
+            )
         pkgs.append(
             {
                 "Package": "nvidia-fabricmanager-%s" % branch,

@@ -66,7 +66,7 @@ def build_deb(pkg, pool):
             "Maintainer: rackforge lab <lab@rackforge.invalid>",
             "Section: non-free/libs",
             "Priority: optional",
-            *(["Depends: %s" % pkg["Depends"]] if pkg.get("Depends") else []),
+            *(["%s: %s" % (field, pkg[field]) for field in ("Depends", "Conflicts", "Replaces") if pkg.get(field)]),
             "Description: %s" % pkg["Description"],
         ]
         with open(os.path.join(tmp, "DEBIAN", "control"), "w") as fh:

@@ -9,11 +9,14 @@ Rules, from the NVIDIA GPUDirect RDMA and PCIe P2P documentation and Linux's dri
 - A GPU and a NIC "share a switch" when their paths from the root complex have a common prefix
   (the same root port, hence the switch below it). Peer traffic between them turns in the lowest
   common switch; the ports it crosses are the bridges below that common prefix on both sides.
+- A port lspci cannot read (not root: "<access denied>") is a check that could not run, never a pass.
 - ACS on those ports must not redirect or block peer requests: ReqRedir (P2P request redirect),
   CmpltRedir (completion redirect) and EgressCtrl (egress blocking) off. With them on, every
   GPU<->NIC transfer goes up to the root complex (and its IOMMU), which costs bandwidth or fails.
 - The IOMMU translates nothing on the peer path: the devices' IOMMU group type "identity"
-  (iommu=pt) or no IOMMU group at all (IOMMU off). "DMA"/"DMA-FQ" (translated) break peer DMA.
+  (iommu=pt) or no IOMMU group at all (IOMMU off). "DMA"/"DMA-FQ" (translated) break peer DMA, and
+  clearing ACS under a translating IOMMU would let peer requests bypass translation: the module
+  then leaves ACS as it is.
 - peermem: nvidia-peermem loaded, in the boot list, and registered with the RDMA core as the
   peer-memory client "nv_mem" (MLNX_OFED's ib_core creates /sys/kernel/mm/memory_peers/nv_mem).
   Linux's own ib_core has no peer-memory API: nvidia-peermem then fails to load (EINVAL).
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import re
 
-from ansible.module_utils.rackforge.health import finding
+from ansible.module_utils.rackforge.health import finding, not_run
 
 METHODS = ("peermem", "dmabuf")
 ACS_P2P_BLOCKING = ("ReqRedir", "CmpltRedir", "EgressCtrl")
@@ -74,6 +77,11 @@ def lookup(lspci, bdf):
     return lspci.get(bdf) or lspci.get(short_bdf(bdf))
 
 
+def translating(gpus, nics, iommu):
+    """The GPUs/NICs whose IOMMU group translates DMA (not identity, not off, not unknown)."""
+    return sorted(bdf for bdf in set(gpus) | set(nics) if iommu.get(bdf) not in (*IOMMU_PASSTHROUGH, None, "unknown"))
+
+
 def acs_ports(found_pairs, lspci):
     """{port: [blocking flags]} for every port on a GPU<->NIC path with ACS that redirects."""
     out = {}
@@ -83,6 +91,18 @@ def acs_ports(found_pairs, lspci):
             if flags:
                 out[port] = flags
     return out
+
+
+def unreadable_ports(found_pairs, lspci):
+    """Ports on a GPU<->NIC path lspci did not show, or showed without their PCI Express
+    capability (every bridge has one): not root ("Capabilities: <access denied>"), or gone."""
+    out = set()
+    for pair in found_pairs:
+        for port in pair["ports"]:
+            record = lookup(lspci, port)
+            if record is None or record.get("lnk_cap") is None:
+                out.add(port)
+    return sorted(out)
 
 
 def kernel_at_least(release, minimum):
@@ -100,15 +120,16 @@ def evaluate(method, gpus, nics, lspci, iommu, peermem=None, dmabuf=None):
         raise ValueError("method %r is not one of %s" % (method, ", ".join(METHODS)))
     findings = []
     found = pairs(gpus, nics)
-    if gpus and nics and not found:
+    paired = {p["gpu"] for p in found}
+    for gpu in sorted(set(gpus) - paired) if nics else []:
         findings.append(
             finding(
                 "gpudirect_topology",
-                "pcie",
-                "a GPU and an RDMA NIC behind one PCIe switch",
-                "none share a switch",
-                "no GPU shares a PCIe switch with an RDMA NIC: GPUDirect RDMA crosses the root complex "
-                "(the hardware profile says gpudirect_rdma; correct it or the node)",
+                "GPU %s" % short_bdf(gpu),
+                "an RDMA NIC behind the same PCIe switch",
+                "none",
+                "GPU %s shares no PCIe switch with an RDMA NIC: its GPUDirect RDMA crosses the root complex "
+                "(the hardware profile says gpudirect_rdma; correct it or the node)" % short_bdf(gpu),
             )
         )
     for port, flags in sorted(acs_ports(found, lspci).items()):
@@ -123,7 +144,22 @@ def evaluate(method, gpus, nics, lspci, iommu, peermem=None, dmabuf=None):
         )
         item["evidence"] = {"port": port, "acs_ctl": lookup(lspci, port)["acs_ctl"], "pairs": peers}
         findings.append(item)
-    translated = sorted(bdf for bdf in set(gpus) | set(nics) if iommu.get(bdf) not in (*IOMMU_PASSTHROUGH, None))
+    unreadable = unreadable_ports(found, lspci) if lspci else []
+    if unreadable:
+        findings.append(
+            not_run(
+                "gpudirect_acs",
+                "lspci",
+                "lspci shows no PCI Express capability of %d switch port(s) (not run as root?)" % len(unreadable),
+                {"ports": unreadable},
+            )
+        )
+    unknown = sorted(bdf for bdf in set(gpus) | set(nics) if iommu.get(bdf) == "unknown")
+    if unknown:
+        findings.append(
+            not_run("gpudirect_iommu", "iommu", "%d device(s) have an IOMMU group without a type file" % len(unknown), {"devices": unknown})
+        )
+    translated = translating(gpus, nics, iommu)
     if translated:
         types = sorted({iommu[b] for b in translated})
         findings.append(

@@ -102,6 +102,8 @@ REMEDIES = {
     "in the BIOS. ACS isolates devices: disabling it is the operator's decision.",
     "gpudirect_acs_not_run": "lspci could not read the PCIe switch ports (output below): install pciutils and run as root "
     "(without root lspci prints no capabilities).",
+    "gpudirect_iommu_not_run": "The devices' IOMMU groups show no type (a kernel before 5.0): read the kernel command line "
+    "(iommu=pt, intel_iommu/amd_iommu) and dmesg for the IOMMU's mode by hand, or upgrade the kernel.",
     "gpudirect_iommu": "The IOMMU translates GPU/NIC DMA: add iommu=pt (with intel_iommu=on / amd_iommu=on) to the kernel "
     "command line, or turn the IOMMU off, then reboot. rackforge does not change the boot loader.",
     "gpudirect_peermem": "nvidia-peermem is not loaded or not registered with the RDMA core: it needs MLNX_OFED's ib_core "

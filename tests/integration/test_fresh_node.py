@@ -27,7 +27,7 @@ def test_check_mode_on_a_fresh_node_lists_the_changes_and_makes_none(fresh_node,
     assert recap["unreachable"] == 0 and recap["failed"] == 0 and recap["changed"] >= 10
     out = " ".join(res.stdout.split())
     # rackforge_packages' diff: the packages as they would be (the repository is not added yet)
-    assert "+nvidia-driver-535 535.247.01 (held)" in res.stdout
+    assert "+nvidia-driver-535-open 535.247.01 (held)" in res.stdout  # the open kernel module (the default)
     assert "+nvidia-fabricmanager-535 535.247.01 (held)" in res.stdout
     assert "+run /usr/local/sbin/mlnx_qos -i ens1np0 --trust dscp --pfc 0,0,0,1,0,0,0,0" in res.stdout
     assert "+net.ipv4.tcp_rmem = 4096 87380 134217728" in res.stdout
@@ -51,6 +51,8 @@ def test_runfile_install_on_a_fresh_node_then_skipped(fresh_node, tmp_path):
     assert on_node(fresh_node, "nvidia-smi", "-L").stdout.count("NVIDIA H100 80GB HBM3") == 8
     pkgs = on_node(fresh_node, "dpkg-query", "-W", "-f", "${Package} ${Version} ${Status}\\n").stdout
     assert "nvidia-driver-535" not in pkgs  # the driver came from the runfile
+    # -m=kernel-open (a 535 runfile's default module is the proprietary one): out of tree, no P taint
+    assert on_node(fresh_node, "cat", "/var/lib/hwsim/sys/module/nvidia/taint").stdout.strip() == "OE"
     assert "nvidia-fabricmanager-535 535.247.01-1 hold ok installed" in pkgs  # at the runfile's version, held
     again = fresh_playbook(tmp_path, *RUNFILE)
     assert again.returncode == 0 and again.recap[fresh_node]["changed"] == 0, again.stdout[-3000:]

@@ -75,7 +75,7 @@ def test_a_run_killed_after_the_driver_step_converges_on_the_next_run(fresh_node
     )
     assert rc == -signal.SIGKILL
     assert "TASK [nvidia_driver : Install the driver" in out and "PLAY RECAP" not in out
-    assert on_node(fresh_node, "dpkg-query", "-W", "nvidia-driver-535").returncode == 0  # the driver step had run
+    assert on_node(fresh_node, "dpkg-query", "-W", "nvidia-driver-535-open").returncode == 0  # the driver step had run
     first = playbook("site.yml", inventory=inventory, **dirs)
     assert first.returncode == 0, first.stdout[-3000:]
     assert first.recap[fresh_node]["failed"] == 0

@@ -100,5 +100,5 @@ def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(c
     assert rebooted(before, gpu_nodes) == set(gpu_nodes)
     for node in gpu_nodes:
         held = on_node(node, "apt-mark", "showhold").stdout.split()
-        assert {"nvidia-driver-535", "nvidia-fabricmanager-535"} & set(held)
+        assert {"nvidia-driver-535-open", "nvidia-fabricmanager-535"} & set(held)  # the open module by default
     assert not (ROOT / ".cache" / "rackforge-upgrade.kubeconfig").exists()  # the admin kubeconfig copy is gone

@@ -106,7 +106,7 @@ def load_module(name, cli_opts=None):
     mods = loaded_modules()
     if name in mods:
         return 0
-    if name == "nvidia_peermem":
+    if name == "nvidia_peermem" and profile().get("rdma_stack", "inbox") != "mlnx_ofed":
         # nv_mem_client_init without NV_MLNX_IB_PEER_MEM_SYMBOLS_PRESENT: return -EINVAL (no printk)
         for dep in KERNEL_MODULES[name]["depends"]:
             load_module(dep)
@@ -131,6 +131,13 @@ def load_module(name, cli_opts=None):
             port = os.path.join(SYSFS, "kernel/config/rdma_cm", nic["ca"], "ports/1")
             write_file(os.path.join(port, "default_roce_mode"), "RoCE v2")
             write_file(os.path.join(port, "default_roce_tos"), 0)
+    if name == "nvidia_peermem":
+        # MLNX_OFED's ib_core registers the peer-memory client: /sys/kernel/mm/memory_peers/<name>
+        # (peer_mem.c: version, num_alloc_mrs, ... ; the client is nvidia-peermem's DRV_NAME "nv_mem")
+        peers = os.path.join(SYSFS, "kernel/mm/memory_peers/nv_mem")
+        write_file(os.path.join(peers, "version"), installed(DRIVER_FILE))
+        for counter in ("num_alloc_mrs", "num_dealloc_mrs", "num_reg_pages", "num_dereg_pages"):
+            write_file(os.path.join(peers, counter), 0)
     if name == "ib_uverbs":
         # the uverbs class libibverbs looks for first (rdma-core libibverbs/init.c check_abi_version:
         # without class/infiniband_verbs/abi_version every verbs tool fails with ENOSYS)
@@ -152,12 +159,14 @@ def modprobe(args):
         return 1
     if "-r" in flags or "--remove" in flags:
         mods = loaded_modules()
-        for name in words:
+        for name in (w.replace("-", "_") for w in words):
             if name in mods:
                 mods.remove(name)
                 shutil.rmtree(os.path.join(SYSFS, "module", name), ignore_errors=True)
                 if name == "ib_uverbs":
                     shutil.rmtree(os.path.join(SYSFS, "class/infiniband_verbs"), ignore_errors=True)
+                if name == "nvidia_peermem":
+                    shutil.rmtree(os.path.join(SYSFS, "kernel/mm/memory_peers"), ignore_errors=True)
         save_json(os.path.join(RUN, "modules.json"), mods)
         return 0
     name = words[0].replace("-", "_")

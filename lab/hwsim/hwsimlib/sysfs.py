@@ -212,7 +212,7 @@ def sysfs_read(rel, default=""):
 
 
 # what modules loaded at runtime added to the tree (kept across a fault's re-render)
-RUNTIME_TREES = ("module/", "kernel/config/", "class/infiniband_verbs/")
+RUNTIME_TREES = ("module/", "kernel/config/", "kernel/mm/", "class/infiniband_verbs/")
 
 
 def render_sysfs_keep_runtime():
