@@ -14,17 +14,28 @@ def profile(host):
     return json.loads(host.file("/etc/hwsim/profile.json").content_string)
 
 
+# the lab inventory keeps nvidia_driver_kernel_module_type at its default, open: NVIDIA's
+# repository calls that package nvidia-driver-<branch>-open
+DRIVER = "nvidia-driver-535-open"
+
+
 def test_driver_package_pinned_and_held(host):
-    pkg = host.package("nvidia-driver-535")
+    pkg = host.package(DRIVER)
     assert pkg.is_installed and pkg.version.startswith("535.247.01")
     held = host.check_output("apt-mark showhold")
-    assert "nvidia-driver-535" in held.split()
+    assert DRIVER in held.split()
+    assert not host.package("nvidia-driver-535").is_installed  # the proprietary flavour conflicts
+
+
+def test_the_loaded_kernel_module_is_the_open_one(host):
+    # the proprietary module would taint the kernel P (and offers no dma-buf for GPUDirect RDMA)
+    assert host.file("/var/lib/hwsim/sys/module/nvidia/taint").content_string.strip() == "OE"
 
 
 def test_fabric_manager_matches_driver_only_on_nvswitch(host):
     fm = host.package("nvidia-fabricmanager-535")
     if profile(host)["nvswitch"]["count"]:
-        assert fm.is_installed and fm.version == host.package("nvidia-driver-535").version
+        assert fm.is_installed and fm.version == host.package(DRIVER).version
         assert "nvidia-fabricmanager-535" in host.check_output("apt-mark showhold").split()
         svc = host.service("nvidia-fabricmanager")
         assert svc.is_enabled and svc.is_running
