@@ -152,8 +152,13 @@ def _acs_on_ports():
     return {int(f.get("gpu", 0)) for f in faults("acs_enabled")}
 
 
+def _bridge(path, bdf, ids, port, bus, numa, lnk=(5, 16), sta=None, acs=None):
+    """One bridge's (path, bdf, config, numa): a root, upstream or downstream port (bus = (pri, sec, sub))."""
+    return (path, bdf, _config(ids["vendor"], ids["device"], ids["revision"], 0x060400, port, lnk=lnk, sta=sta, bus=bus, acs=acs), numa)
+
+
 def layout(prof=None):
-    """[(path below devices/, bdf, config bytes, numa, sysfs ids)] of the whole hierarchy, parents first."""
+    """[(path below devices/, bdf, config bytes, numa)] of the whole hierarchy, parents first."""
     prof = prof or profile()
     endpoints = _endpoints(prof)
     by_key = {e[1]["key"]: e for e in endpoints}
@@ -164,83 +169,34 @@ def layout(prof=None):
             switches.append(members)
     switched = {m[1]["key"] for members in switches for m in members}
     nodes = []
-
     root_dev = 1
     for members in switches:
         low = min(m[0] for m in members)
         high = max(m[0] for m in members)
+        numa = members[0][1]["numa"]
         rp_bus, up_bus, down_bus = low - 3, low - 2, low - 1
         rp = _bdf(rp_bus, root_dev)
         root_dev += 1
-        top = "pci0000:%02x" % rp_bus
-        rp_path = "%s/%s" % (top, rp)
-        nodes.append(
-            (
-                rp_path,
-                rp,
-                _config(
-                    BRIDGE["vendor"], BRIDGE["device"], BRIDGE["revision"], 0x060400, PORT_ROOT, bus=(rp_bus, up_bus, high), acs=ACS_BOOT
-                ),
-                members[0][1]["numa"],
-            )
-        )
+        rp_path = "pci0000:%02x/%s" % (rp_bus, rp)
+        nodes.append(_bridge(rp_path, rp, BRIDGE, PORT_ROOT, (rp_bus, up_bus, high), numa, acs=ACS_BOOT))
         up = _bdf(up_bus)
         up_path = "%s/%s" % (rp_path, up)
-        nodes.append(
-            (
-                up_path,
-                up,
-                _config(SWITCH["vendor"], SWITCH["device"], SWITCH["revision"], 0x060400, PORT_UPSTREAM, bus=(up_bus, down_bus, high)),
-                members[0][1]["numa"],
-            )
-        )
+        nodes.append(_bridge(up_path, up, SWITCH, PORT_UPSTREAM, (up_bus, down_bus, high), numa))
         for n, (bus, attrs) in enumerate(members):
             dp = _bdf(down_bus, n)
             dp_path = "%s/%s" % (up_path, dp)
             nodes.append(
-                (
-                    dp_path,
-                    dp,
-                    _config(
-                        SWITCH["vendor"],
-                        SWITCH["device"],
-                        SWITCH["revision"],
-                        0x060400,
-                        PORT_DOWNSTREAM,
-                        lnk=attrs["lnk"],
-                        sta=attrs.get("sta"),
-                        bus=(down_bus, bus, bus),
-                        acs=ACS_BOOT,
-                    ),
-                    attrs["numa"],
-                )
+                _bridge(dp_path, dp, SWITCH, PORT_DOWNSTREAM, (down_bus, bus, bus), attrs["numa"], attrs["lnk"], attrs.get("sta"), ACS_BOOT)
             )
             nodes.append(_endpoint_node(dp_path, bus, attrs))
     for bus, attrs in endpoints:
         if attrs["key"] in switched:
             continue
-        rp = _bdf(0 if attrs["numa"] == 0 else 0x80, root_dev)
+        rp_bus = 0 if attrs["numa"] == 0 else 0x80
+        rp = _bdf(rp_bus, root_dev)
         root_dev += 1
-        top = "pci0000:%s" % rp[5:7]
-        rp_path = "%s/%s" % (top, rp)
-        nodes.append(
-            (
-                rp_path,
-                rp,
-                _config(
-                    BRIDGE["vendor"],
-                    BRIDGE["device"],
-                    BRIDGE["revision"],
-                    0x060400,
-                    PORT_ROOT,
-                    lnk=attrs["lnk"],
-                    sta=attrs.get("sta"),
-                    bus=(int(rp[5:7], 16), bus, bus),
-                    acs=ACS_BOOT,
-                ),
-                attrs["numa"],
-            )
-        )
+        rp_path = "pci0000:%02x/%s" % (rp_bus, rp)
+        nodes.append(_bridge(rp_path, rp, BRIDGE, PORT_ROOT, (rp_bus, bus, bus), attrs["numa"], attrs["lnk"], attrs.get("sta"), ACS_BOOT))
         nodes.append(_endpoint_node(rp_path, bus, attrs))
     return nodes
 
