@@ -78,7 +78,7 @@ CASES = [
         "rdma_roce_lossles_priority: is not a variable of any rackforge role: did you mean rdma_roce_lossless_priority?",
     ),
     # Kubernetes: node settings
-    ({"kubernetes_node_version": "1.23.5"}, 'kubernetes_node_version = "1.23.5": must be 1.24.0 or later'),
+    ({"kubernetes_node_version": "1.29.9"}, 'kubernetes_node_version = "1.29.9": must be 1.30.0 or later'),
     ({"kubernetes_node_control_plane_host": ""}, 'kubernetes_node_control_plane_host = "": must not be empty'),
     ({"kubernetes_node_control_plane_host": "cp-nope"}, "(one of lab-cp1), got 'cp-nope'"),
     (
@@ -110,6 +110,16 @@ CASES = [
         {"kubernetes_node_repo_key_checksum": ""},
         'kubernetes_node_repo_key_checksum = "": must not be empty (a sha256 in 64 lowercase hex digits)',
     ),
+    # the kubelet's reservations, checked against the node's own memory (library/kubelet_reservation_facts.py)
+    (
+        {"kubernetes_node_system_reserved": {"memory": "4Ti"}, "kubernetes_node_kube_reserved": {}, "kubernetes_node_eviction_hard": {}},
+        "kubernetes_node_eviction_hard reserve 4096.1 GiB of this node's",
+    ),
+    (
+        {"kubernetes_node_eviction_hard": {"memory.avail": "1Gi"}},
+        "kubernetes_node_eviction_hard: 'memory.avail' is not one of memory.available",
+    ),
+    ({"kubernetes_node_kube_reserved": {"memory": "2GB"}}, "kubernetes_node_kube_reserved.memory: '2GB' is not a Kubernetes quantity"),
     ({"container_runtime_kernel_modules": ["overlay", "br_netfiltr"]}, "this kernel has no module br_netfiltr"),
     ({"container_runtime_default_runtime": "kata"}, "container_runtime_default_runtime must be one of auto, runc, nvidia (got 'kata')"),
     # Kubernetes: cluster-wide settings stop every host

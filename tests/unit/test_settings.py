@@ -126,6 +126,8 @@ def test_messages_name_only_the_wrong_variable():
     for role in ROLES:
         good = {k: v for k, v in defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
         for name, option in spec(role).items():
+            if option.get("type") == "raw":  # any value passes a type check; the role's own check names it
+                continue
             wrong = {"int": "not-a-number", "float": "not-a-number", "bool": "yes please", "list": {"a": 1}, "dict": [1]}.get(
                 option.get("type", "str"), ["not", "a", "string"]
             )

@@ -9,7 +9,7 @@ import ssl
 import sys
 import time
 
-from k8simlib import common
+from k8simlib import certificates, common
 from k8simlib.state import State, kubeconfig
 from k8simlib.validate import TOKEN_RE, node_restriction
 
@@ -58,6 +58,32 @@ def apiserver(_argv):
                 return "bootstrap"
             return None
 
+        def csrs(self, st, who, rest):
+            csrs = st.setdefault("csrs", {})
+            if self.command == "POST" and not rest:
+                csr = certificates.create(self.body(), who)
+                csrs[csr["metadata"]["name"]] = csr
+                return self.reply(201, csr)
+            if self.command == "GET" and not rest:
+                mine = [c for n, c in sorted(csrs.items()) if who == "admin" or c["spec"]["username"] == "system:" + who]
+                return self.reply(200, {"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequestList", "items": mine})
+            csr = csrs.get(rest[0]) if rest else None
+            if csr is None or (who != "admin" and csr["spec"]["username"] != "system:" + who):
+                return self.status(404, 'certificatesigningrequests.certificates.k8s.io "%s" not found' % (rest[0] if rest else ""))
+            if self.command == "GET" and len(rest) == 1:
+                return self.reply(200, csr)
+            if self.command == "PUT" and rest[1:] == ["approval"] and who == "admin":
+                conditions = self.body().get("status", {}).get("conditions") or [{}]
+                try:
+                    certificates.decide(csr, conditions[-1])
+                except ValueError as exc:
+                    return self.status(422, str(exc))
+                return self.reply(200, csr)
+            if self.command == "DELETE" and len(rest) == 1 and who == "admin":
+                csrs.pop(rest[0])
+                return self.reply(200, {"kind": "Status", "status": "Success"})
+            return self.status(403, "certificatesigningrequests: %s %s is forbidden for %s" % (self.command, "/".join(rest), who))
+
         def body(self):
             n = int(self.headers.get("Content-Length") or 0)
             return json.loads(self.rfile.read(n) or b"{}")
@@ -81,6 +107,14 @@ def apiserver(_argv):
                 who = self.who(st)
                 if who is None:
                     return self.status(401, "Unauthorized")
+                # kubeadm lets bootstrap tokens read the kubelet's cluster-wide configuration (join writes it)
+                if url.path == "/api/v1/namespaces/kube-system/configmaps/kubelet-config" and self.command == "GET":
+                    import yaml
+
+                    data = {"kubelet": yaml.safe_dump(st["cluster"].get("kubelet") or {}, sort_keys=False)}
+                    return self.reply(200, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kubelet-config"}, "data": data})
+                if parts[:4] == ["apis", "certificates.k8s.io", "v1", "certificatesigningrequests"] and who != "bootstrap":
+                    return self.csrs(st, who, parts[4:])
                 # discovery, as client libraries (kubernetes.core's dynamic client) read it
                 if url.path == "/api":
                     return self.reply(200, {"kind": "APIVersions", "versions": ["v1"], "serverAddressByClientCIDRs": []})
@@ -116,6 +150,15 @@ def apiserver(_argv):
                     if name not in nodes:
                         return self.status(404, 'nodes "%s" not found' % name)
                     if self.command == "GET":
+                        return self.reply(200, nodes[name])
+                    if self.command == "PATCH" and parts[4:] == ["status"]:
+                        # the kubelet reports its node's capacity and allocatable (NodeRestriction: its own only)
+                        if who not in ("admin", "node:" + name):
+                            return self.status(403, 'nodes "%s" is forbidden: a node may only update its own status' % name)
+                        status = self.body().get("status", {})
+                        for key in ("capacity", "allocatable"):
+                            if key in status:
+                                nodes[name]["status"][key] = status[key]
                         return self.reply(200, nodes[name])
                     if self.command == "PATCH":
                         patch = self.body()
@@ -187,7 +230,7 @@ def apiserver(_argv):
                     return self.status(404, '%s "%s" not found' % (q.get("kind"), q.get("name")))
                 return self.status(404, "the server could not find the requested resource (SIMULATED API: %s)" % url.path)
 
-        do_GET = do_POST = do_PATCH = do_DELETE = handle_any
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = handle_any
 
     srv = ThreadingHTTPServer(("0.0.0.0", common.PORT), Handler)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -42,9 +43,15 @@ def kubeadm(argv):
             return 0
         if cmd == "reset":
             subprocess.run(["systemctl", "stop", "kubelet.service"], check=False)
-            for path in ("etc/kubernetes/kubelet.conf", "etc/kubernetes/admin.conf", "var/lib/kubelet/kubeadm-flags.env"):
+            for path in (
+                "etc/kubernetes/kubelet.conf",
+                "etc/kubernetes/admin.conf",
+                "var/lib/kubelet/kubeadm-flags.env",
+                "var/lib/kubelet/config.yaml",
+            ):
                 if os.path.exists(os.path.join(common.ROOT, path)):
                     os.remove(os.path.join(common.ROOT, path))
+            shutil.rmtree(os.path.join(common.KUBELET_DIR, "pki"), ignore_errors=True)  # reset empties /var/lib/kubelet
             return 0
     except Invalid as exc:
         sys.stderr.write("error execution phase %s: %s\n" % (cmd, exc))
@@ -80,7 +87,7 @@ def kubeadm_init(path):
     for p in (ca_key, key):
         os.chmod(p, 0o600)
     ca_pem = open(ca_crt, "rb").read()
-    admin_token = secrets.token_hex(16)
+    admin_token, kubelet_token = secrets.token_hex(16), secrets.token_hex(16)
     server = "https://%s:%d" % (endpoint, common.PORT)
     name = init.get("nodeRegistration", {}).get("name") or os.uname().nodename
     taints = init.get("nodeRegistration", {}).get("taints", [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}])
@@ -97,17 +104,44 @@ def kubeadm_init(path):
                 },
                 "admin_token": admin_token,
                 "tokens": [],
-                "node_tokens": {},
+                # kubeadm init's kubeconfig phase: the control plane's kubelet gets its own identity
+                "node_tokens": {name: kubelet_token},
                 "nodes": {name: node_object(name, args.get("node-ip", endpoint), labels, taints, role="control-plane")},
                 "pods": [],
                 "objects": [],
             }
         )
     write_private(os.path.join(common.ETC_K8S, "admin.conf"), kubeconfig(server, ca_pem, "kubernetes-admin", admin_token))
+    write_private(os.path.join(common.ETC_K8S, "kubelet.conf"), kubeconfig(server, ca_pem, "system:node:" + name, kubelet_token))
+    _write_flags(args, name)
+    _write_kubelet_config(docs.get("KubeletConfiguration") or {})
     subprocess.run(["systemctl", "enable", "--now", "k8sim-apiserver.service"], check=False)
     _wait_api(server, ca_pem)
+    # kubeadm's kubelet-start phase: the control plane's kubelet (re)starts with its flags
+    subprocess.run(["systemctl", "restart", "kubelet.service"], check=False)
     print("Your Kubernetes control-plane has initialized successfully! (SIMULATED, rackforge lab)")
     return 0
+
+
+def _write_kubelet_config(doc):
+    """/var/lib/kubelet/config.yaml, as kubeadm writes it for the kubelet's --config."""
+    import yaml
+
+    os.makedirs(common.KUBELET_DIR, exist_ok=True)
+    doc = dict({"apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration"}, **doc)
+    with open(os.path.join(common.KUBELET_DIR, "config.yaml"), "w") as fh:
+        yaml.safe_dump(doc, fh, sort_keys=False)
+
+
+def _write_flags(args, name):
+    """kubeadm's kubelet-start phase: the kubelet's flags from nodeRegistration, with
+    --hostname-override when the node's name is not the host name."""
+    flags = dict(args)
+    if name != os.uname().nodename.lower():
+        flags["hostname-override"] = name
+    os.makedirs(common.KUBELET_DIR, exist_ok=True)
+    with open(os.path.join(common.KUBELET_DIR, "kubeadm-flags.env"), "w") as fh:
+        fh.write('KUBELET_KUBEADM_ARGS="%s"\n' % " ".join("--%s=%s" % kv for kv in sorted(flags.items())))
 
 
 def _wait_api(server, ca_pem, timeout=20):
@@ -188,9 +222,10 @@ def kubeadm_join(path):
     with open(os.path.join(common.PKI, "ca.crt"), "wb") as fh:
         fh.write(ca_pem)
     write_private(kubelet_conf, kubeconfig(server, ca_pem, "system:node:" + name, res["metadata"]["annotations"]["k8sim/node-token"]))
-    os.makedirs(common.KUBELET_DIR, exist_ok=True)
-    with open(os.path.join(common.KUBELET_DIR, "kubeadm-flags.env"), "w") as fh:
-        fh.write('KUBELET_KUBEADM_ARGS="%s"\n' % " ".join("--%s=%s" % kv for kv in sorted(args.items())))
+    _write_flags(args, name)
+    # kubeadm's kubelet-start phase: the cluster's KubeletConfiguration from the kubelet-config ConfigMap
+    kubelet_cm = api(server, "GET", "/api/v1/namespaces/kube-system/configmaps/kubelet-config", ca_pem=ca_pem, token=token)
+    _write_kubelet_config(yaml.safe_load(kubelet_cm["data"]["kubelet"]) or {})
     subprocess.run(["systemctl", "restart", "kubelet.service"], check=False)
     print("This node has joined the cluster (SIMULATED, rackforge lab): %s at %s" % (name, ip))
     return 0

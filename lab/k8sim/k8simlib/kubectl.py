@@ -56,6 +56,32 @@ def _kubectl(args, out, call):
                 sched = ",SchedulingDisabled" if n["spec"].get("unschedulable") else ""
                 print("%s   Ready%s   %s" % (n["metadata"]["name"], sched, n["status"]["addresses"][0]["address"]))
         return 0
+    if verb == "get" and args[1:2] in (["csr"], ["certificatesigningrequests"], ["certificatesigningrequest"]):
+        path = "/apis/certificates.k8s.io/v1/certificatesigningrequests"
+        obj = call("GET", path + ("/" + args[2] if len(args) > 2 else ""))
+        if out == "json":
+            print(json.dumps(obj, indent=1))
+        else:
+            for c in obj.get("items", [obj]):
+                conds = ",".join(x["type"] for x in c["status"].get("conditions", [])) or "Pending"
+                print("%s   %s   %s   %s" % (c["metadata"]["name"], c["spec"].get("signerName"), c["spec"]["username"], conds))
+        return 0
+    if verb == "certificate" and args[1:2] in (["approve"], ["deny"]):
+        kind = "Approved" if args[1] == "approve" else "Denied"
+        for name in [a for a in args[2:] if not a.startswith("-")]:
+            path = "/apis/certificates.k8s.io/v1/certificatesigningrequests/" + name
+            csr = call("GET", path)
+            reason = "KubectlApprove" if kind == "Approved" else "KubectlDeny"
+            condition = {
+                "type": kind,
+                "status": "True",
+                "reason": reason,
+                "message": "This CSR was %s by kubectl certificate %s." % (kind.lower(), args[1]),
+            }
+            csr["status"]["conditions"] = [*csr["status"].get("conditions", []), condition]
+            call("PUT", path + "/approval", csr)
+            print("certificatesigningrequest.certificates.k8s.io/%s %s" % (name, kind.lower()))
+        return 0
     if verb in ("cordon", "uncordon"):
         call("PATCH", "/api/v1/nodes/%s" % args[1], {"spec": {"unschedulable": verb == "cordon"}})
         print("node/%s %sed" % (args[1], verb))
@@ -75,6 +101,10 @@ def _kubectl(args, out, call):
             raise Invalid("; ".join(problems))
         call("PATCH", "/api/v1/nodes/%s" % args[2], {"metadata": {"labels": labels}})
         print("node/%s labeled" % args[2])
+        return 0
+    if verb == "delete" and args[1:2] in (["csr"], ["certificatesigningrequest"], ["certificatesigningrequests"]):
+        call("DELETE", "/apis/certificates.k8s.io/v1/certificatesigningrequests/%s" % args[2])
+        print('certificatesigningrequest.certificates.k8s.io "%s" deleted' % args[2])
         return 0
     if verb == "delete" and args[1:2] in (["node"], ["nodes"]):
         call("DELETE", "/api/v1/nodes/%s" % args[2])
