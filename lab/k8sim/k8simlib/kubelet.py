@@ -19,7 +19,8 @@ from k8simlib.common import Invalid
 
 # cmd/kubelet/app/server.go parseResourceList: "cannot reserve %q resource"
 RESERVABLE = ("cpu", "memory", "ephemeral-storage", "pid")
-# pkg/kubelet/eviction/api/types.go: the signals a Linux kubelet knows
+# pkg/kubelet/eviction/api/types.go: the signals a Linux kubelet knows (the product's module_utils
+# has its own list; this one stays apart, so the stand-in does not agree with it by construction)
 SIGNALS = (
     "memory.available",
     "allocatableMemory.available",
