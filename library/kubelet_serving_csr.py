@@ -56,7 +56,7 @@ def main():
     nodes = {n["name"]: n for n in p["nodes"]}
     kubectl, openssl = module.get_bin_path("kubectl", required=True), module.get_bin_path("openssl", required=True)
     base = [kubectl, "--kubeconfig", p["kubeconfig"]]
-    approved, denied, seen = [], [], set()
+    approved, denied, seen, handled, requests = [], [], set(), set(), {}
     deadline = time.time() + p["timeout"]
     while True:
         rc, out, err = module.run_command([*base, "get", "csr", "-o", "json"], environ_update=C_ENV)
@@ -69,19 +69,22 @@ def main():
         for csr in items:
             if csr.get("spec", {}).get("signerName") != SIGNER:
                 continue
-            pem = base64.b64decode(csr["spec"].get("request", ""))
-            rc, text, err = module.run_command([openssl, "req", "-noout", "-text"], data=pem, binary_data=True, environ_update=C_ENV)
-            try:
-                request = parse_openssl_req_text(text) if rc == 0 else None
-            except CSRParseError:
-                request = None
+            name = csr["metadata"]["name"]
+            if name not in requests:  # a request never changes: read once, not on every poll
+                pem = base64.b64decode(csr["spec"].get("request", ""))
+                rc, text, err = module.run_command([openssl, "req", "-noout", "-text"], data=pem, binary_data=True, environ_update=C_ENV)
+                try:
+                    requests[name] = (parse_openssl_req_text(text) if rc == 0 else None, err)
+                except CSRParseError:
+                    requests[name] = (None, err)
+            request, err = requests[name]
             node = requester_node(csr, request or {}, nodes)
             if node is None:
                 continue
             seen.add(node)
-            name = csr["metadata"]["name"]
-            if decided(csr) or name in [a["name"] for a in approved + denied]:
+            if decided(csr) or name in handled:
                 continue
+            handled.add(name)
             reasons = judge(csr, request, nodes[node]) if request else ["openssl cannot read the request: %s" % err.strip()]
             verb = "deny" if reasons else "approve"
             if not module.check_mode:
