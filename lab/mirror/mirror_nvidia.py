@@ -80,6 +80,21 @@ esac
 """
     % TOOLKIT_VERSION
 )
+# the real package's postinst runs `nvidia-ctk --quiet config --config-file=... --in-place`, which
+# on a fresh install writes the toolkit's defaults; the lab writes the same text, taken from
+# upstream's own test of that output (provenance beside the fixture). A file already there is kept,
+# as the real command keeps every value that differs from a default.
+CAPTURED = os.path.join(os.path.dirname(LAB), "tests", "fixtures", "captured")
+TOOLKIT_CONFIG = os.path.join(CAPTURED, "nvidia-container-toolkit-%s-config.toml" % TOOLKIT_VERSION)
+
+
+def toolkit_postinst():
+    with open(TOOLKIT_CONFIG) as fh:
+        text = fh.read()
+    return (
+        "#!/bin/sh\nset -e\nconf=/etc/nvidia-container-runtime/config.toml\n"
+        'if [ ! -e "$conf" ]; then\n  mkdir -p /etc/nvidia-container-runtime\n  cat > "$conf" <<\'EOF\'\n%sEOF\nfi\n' % text
+    )
 
 
 def real_files():
@@ -158,7 +173,7 @@ def packages():
                 # the OCI runtime containerd's "nvidia" runtime calls (the real one injects the GPUs)
                 "usr/bin/nvidia-container-runtime": '#!/bin/sh\n# SIMULATED nvidia-container-runtime: plain runc\nexec runc "$@"\n',
             },
-            "postinst": None,
+            "postinst": toolkit_postinst(),
         }
     )
     return pkgs

@@ -58,6 +58,28 @@ def test_a_runtime_added_by_hand_survives_and_drift_is_repaired(converged):
         on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, original)
 
 
+def test_gpu_isolation_set_back_when_changed_by_hand(converged):
+    node = "lab-node2"
+    path = "/etc/nvidia-container-runtime/config.toml"
+    original = on_node(node, "cat", path).stdout
+    opened = original.replace(
+        "accept-nvidia-visible-devices-envvar-when-unprivileged = false", "accept-nvidia-visible-devices-envvar-when-unprivileged = true"
+    )
+    assert opened != original
+    on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, opened)
+    try:
+        check = playbook("playbooks/runtime.yml", "--limit", node, "--check", "--diff")
+        assert check.returncode == 0 and check.recap[node]["changed"] == 1, check.stdout[-2000:]
+        assert "+accept-nvidia-visible-devices-envvar-when-unprivileged = false" in check.stdout
+        assert on_node(node, "cat", path).stdout == opened  # check mode wrote nothing
+        res = playbook("playbooks/runtime.yml", "--limit", node)
+        assert res.returncode == 0 and res.recap[node]["changed"] == 1, res.stdout[-2000:]
+        assert on_node(node, "cat", path).stdout == original
+        assert on_node(node, "systemctl", "is-active", "containerd").stdout.strip() == "active"  # no restart needed
+    finally:
+        on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, original)
+
+
 def test_an_unhealthy_node_is_not_joined_and_joins_once_healthy_without_leaking_its_token(converged, faulted):
     node = "lab-node3"
     before = api_nodes()[node]

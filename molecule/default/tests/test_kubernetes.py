@@ -30,6 +30,18 @@ def test_containerd_runs_with_systemd_cgroups_and_the_nvidia_runtime(host):
     assert 'bin_dir = "/opt/cni/bin"' in dump
 
 
+def test_the_container_toolkit_ignores_nvidia_visible_devices_from_unprivileged_pods(host):
+    # every CUDA image sets NVIDIA_VISIBLE_DEVICES=all: only the device plugin's volume mounts count
+    path = "/etc/nvidia-container-runtime/config.toml"
+    text = host.file(path).content_string
+    cfg = tomllib.loads(text)
+    assert cfg["accept-nvidia-visible-devices-envvar-when-unprivileged"] is False
+    assert cfg["accept-nvidia-visible-devices-as-volume-mounts"] is True
+    assert cfg["nvidia-container-runtime"]["modes"]["cdi"]["default-kind"] == "nvidia.com/gpu"  # the package's file kept
+    assert "#swarm-resource" in text  # its commented defaults too
+    assert host.file(path).mode == 0o644
+
+
 def test_kernel_modules_sysctls_and_swap(host):
     assert host.file("/etc/modules-load.d/rackforge-containerd.conf").content_string.split("\n")[1:3] == ["overlay", "br_netfilter"]
     assert {"overlay", "br_netfilter"} <= set(host.check_output("lsmod").split())
