@@ -28,10 +28,8 @@ settings: {description: The top-level values the file holds afterwards (would ho
 backup_file: {description: The copy of the replaced file., type: str, returned: when a backup was made}
 """
 
-import os
-import tempfile
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import filestage
 from ansible.module_utils.rackforge.ctkconfig import problems, set_top_level
 from ansible.module_utils.rackforge.tomlr import TOMLDecodeError
 
@@ -49,11 +47,8 @@ def main():
     bad = problems(p["settings"])
     if bad:
         module.fail_json(msg="settings: %s" % "; ".join(bad), changes=[])
-    try:
-        with open(p["path"], "rb") as fh:
-            before_text = fh.read().decode()
-    except FileNotFoundError:
-        before_text = ""
+    have = filestage.read_state(p["path"])
+    before_text = (have["data"] or b"").decode()
     try:
         after_text, changes = set_top_level(before_text, p["settings"])
     except TOMLDecodeError as exc:
@@ -69,19 +64,11 @@ def main():
     diff = {"before": before_text, "after": after_text, "before_header": p["path"], "after_header": p["path"]}
     if module.check_mode:
         module.exit_json(changed=True, diff=diff, **result)
-    directory = os.path.dirname(p["path"])
-    os.makedirs(directory, mode=0o755, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".config.toml.")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(after_text)
-        os.chmod(tmp, 0o644)
-        if p["backup"] and before_text:
-            result["backup_file"] = module.backup_local(p["path"])
-        os.replace(tmp, p["path"])
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    if p["backup"] and before_text:
+        result["backup_file"] = module.backup_local(p["path"])
+    # staged beside the file and renamed over it; a file already there keeps its owner
+    write = {"dest": p["path"], "data": after_text.encode(), "mode": 0o644, "uid": have.get("uid", 0), "gid": have.get("gid", 0)}
+    filestage.commit([write], have["missing_dirs"], None)
     module.exit_json(changed=True, diff=diff, **result)
 
 

@@ -16,10 +16,10 @@ import re
 
 from ansible.module_utils.rackforge.tomlr import loads
 
-# the top-level keys rackforge sets, with their type and the toolkit's default
+# the top-level keys rackforge sets, with their type
 KNOWN = {
-    "accept-nvidia-visible-devices-envvar-when-unprivileged": (bool, True),
-    "accept-nvidia-visible-devices-as-volume-mounts": (bool, False),
+    "accept-nvidia-visible-devices-envvar-when-unprivileged": bool,
+    "accept-nvidia-visible-devices-as-volume-mounts": bool,
 }
 _TABLE = re.compile(r"^\s*\[")
 
@@ -34,8 +34,8 @@ def problems(settings):
     for key, value in sorted(settings.items()):
         if key not in KNOWN:
             out.append("%s is not a key rackforge sets (allowed: %s)" % (key, ", ".join(sorted(KNOWN))))
-        elif not isinstance(value, KNOWN[key][0]):
-            out.append("%s must be a %s, got %r" % (key, KNOWN[key][0].__name__, value))
+        elif not isinstance(value, KNOWN[key]):
+            out.append("%s must be a %s, got %r" % (key, KNOWN[key].__name__, value))
     return out
 
 
