@@ -85,17 +85,36 @@ def image():
     return _IMAGE[0]
 
 
-def wait_running(name, timeout=90):
+def running_evidence(name, res=None):
+    """What a container that never reached systemd 'running' looked like: podman's state, the
+    last `systemctl is-system-running` (rc, stdout, stderr) and the tail of its console log."""
+    status, started = container_state(name)
+    lines = ["  podman state: %s (started %s)" % (status or "no such container", started or "-")]
+    if res is not None:
+        err = res.stderr.strip()[-400:]
+        lines.append("  last `systemctl is-system-running`: rc %d, stdout %r, stderr %r" % (res.returncode, res.stdout.strip(), err))
+    logs = podman("logs", "--tail", "40", name, check=False)
+    lines.append("  podman logs --tail 40:")
+    lines.extend("    " + line for line in (logs.stdout + logs.stderr).strip().splitlines()[-40:])
+    return "\n".join(lines)
+
+
+def wait_running(name, timeout=180, fail=True):
+    """Until systemd in the container says running (or degraded). On a timeout: exit with the
+    evidence (fail=True) or return None with the evidence printed (fail=False: the caller retries).
+    A fresh machine under load has taken over 90 s to boot its first container (CI, stop 30)."""
     deadline = time.time() + timeout
-    state = ""
+    res = None
     while time.time() < deadline:
         res = podman("exec", name, "systemctl", "is-system-running", check=False)
         state = res.stdout.strip()
         if state in ("running", "degraded"):
             return state
         time.sleep(1)
-    sys.stderr.write("lab: %s did not reach systemd 'running' within %ds (last: %r)\n" % (name, timeout, state))
-    sys.exit(1)
+    sys.stderr.write("lab: %s did not reach systemd 'running' within %ds\n%s\n" % (name, timeout, running_evidence(name, res)))
+    if fail:
+        sys.exit(1)
+    return None
 
 
 def wait_ssh(port, timeout=60):

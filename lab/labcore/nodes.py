@@ -299,6 +299,27 @@ def retire(cname):
         podman("exec", cp, "sh", "-c", "command -v kubectl >/dev/null && kubectl delete node %s || true" % node, check=False)
 
 
+def run_fresh(cname, name, ip, port, config):
+    podman(
+        "run",
+        "-d",
+        "--name",
+        cname,
+        "--hostname",
+        name,
+        "--network",
+        NETWORK,
+        "--ip",
+        ip,
+        "-p",
+        "127.0.0.1:%d:22" % port,
+        "--label",
+        "%s=%s" % (CONFIG_LABEL, config),
+        *NODE_FLAGS,
+        image(),
+    )
+
+
 def start_node(name, ip, port, prof, idx, pub, faults=()):
     """Start (or restart) one lab container; a new one gets the lab key, hwsim and its faults.
     An existing container made from another configuration (node_config) is replaced."""
@@ -311,27 +332,15 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
             retire(cname)
     fresh = not exists("container", cname)
     if fresh:
-        podman(
-            "run",
-            "-d",
-            "--name",
-            cname,
-            "--hostname",
-            name,
-            "--network",
-            NETWORK,
-            "--ip",
-            ip,
-            "-p",
-            "127.0.0.1:%d:22" % port,
-            "--label",
-            "%s=%s" % (CONFIG_LABEL, config),
-            *NODE_FLAGS,
-            image(),
-        )
+        run_fresh(cname, name, ip, port, config)
+        if wait_running(cname, fail=False) is None:
+            print("lab: %s: removing the container that did not boot and starting it once more" % name)
+            podman("rm", "-f", "-t", "0", cname, check=False)
+            run_fresh(cname, name, ip, port, config)
+            wait_running(cname)
     else:
         podman("start", cname)
-    wait_running(cname)
+        wait_running(cname)
     if fresh:
         install_access(cname, pub)
         install_reboot(cname)
