@@ -338,10 +338,6 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
             podman("rm", "-f", "-t", "0", cname, check=False)
             run_fresh(cname, name, ip, port, config)
             wait_running(cname)
-    else:
-        podman("start", cname)
-        wait_running(cname)
-    if fresh:
         install_access(cname, pub)
         install_reboot(cname)
         if prof:
@@ -350,6 +346,9 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
             install_kernel_tools(cname)
         for args in faults:
             podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
+    else:
+        podman("start", cname)
+        wait_running(cname)
     return cname
 
 
