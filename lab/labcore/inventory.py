@@ -100,6 +100,10 @@ def write_inventory(hosts, key, all_profiles):
             v: sha256_file(os.path.join(STATE, "mirror", "calico", v, "tigera-operator.yaml"))
             for v in sorted(os.listdir(os.path.join(STATE, "mirror", "calico")))
         },
+        "rackforge_lab_device_plugin_manifests": {
+            v: sha256_file(os.path.join(STATE, "mirror", "k8s-device-plugin", v, "nvidia-device-plugin.yml"))
+            for v in sorted(os.listdir(os.path.join(STATE, "mirror", "k8s-device-plugin")))
+        },
         "rackforge_hardware_profiles": {n: hardware_expectations(p) for n, p in all_profiles.items()},
     }
     with open(os.path.join(INVENTORY, "group_vars", "all", "lab.yml"), "w") as fh:

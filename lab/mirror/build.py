@@ -34,6 +34,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mirror_k8s import (
     APISERVER_UNIT,
     CALICO_VERSION,
+    DEVICE_PLUGIN,
+    DEVICE_PLUGIN_VERSION,
     K8S_VERSIONS,
     K8SIM_DIR,
     K8SIM_ENTRY,
@@ -74,6 +76,8 @@ __all__ = [
     "APISERVER_UNIT",
     "CALICO_VERSION",
     "CTK",
+    "DEVICE_PLUGIN",
+    "DEVICE_PLUGIN_VERSION",
     "DISTRO_PACKAGES",
     "DRIVER_POSTINST",
     "DRIVER_VERSIONS",
@@ -171,6 +175,10 @@ def main():
     os.makedirs(calico)
     with open(os.path.join(calico, "tigera-operator.yaml"), "w") as fh:
         fh.write(TIGERA_OPERATOR)
+    plugin = os.path.join(out, "k8s-device-plugin", DEVICE_PLUGIN_VERSION)
+    os.makedirs(plugin)
+    with open(os.path.join(plugin, "nvidia-device-plugin.yml"), "w") as fh:
+        fh.write(DEVICE_PLUGIN)
     with open(stamp, "w") as fh:
         fh.write(me + "\n")
     print("mirror: %d simulated vendor packages in %s/vendor, %d Debian packages in %s/debian" % (vendor, out, debian, out))

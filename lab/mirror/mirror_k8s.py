@@ -12,6 +12,7 @@ LAB = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # minor version at /kubernetes/core:/stable:/v<minor>/deb/ with its Release.key
 K8S_VERSIONS = ("1.31.4", "1.31.5")
 CALICO_VERSION = "v3.29.1"
+DEVICE_PLUGIN_VERSION = "v0.20.0"
 SIM_K8S = "SIMULATED stand-in for the rackforge lab (lab/k8sim): validates configs, records joins; runs no containers."
 K8SIM_DIR = os.path.join(LAB, "k8sim")
 K8SIM_LIB = "usr/lib/k8sim"  # each package's own copy: /usr/lib/k8sim/<package>/ (versions may differ)
@@ -176,3 +177,50 @@ spec:
 """
     % CALICO_VERSION
 )
+
+
+# The shape of NVIDIA/k8s-device-plugin's deployments/static/nvidia-device-plugin.yml (one DaemonSet
+# in kube-system, the plugin image nvcr.io/nvidia/k8s-device-plugin:<tag>, the kubelet's
+# device-plugins directory mounted, a toleration of nvidia.com/gpu), written for the lab: the real
+# file is on GitHub, which the lab cannot reach. rackforge renders whatever the URL serves.
+DEVICE_PLUGIN = """# SIMULATED stand-in for NVIDIA k8s-device-plugin's static nvidia-device-plugin.yml (%s), rackforge lab
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: nvidia-device-plugin-daemonset
+  namespace: kube-system
+spec:
+  selector:
+    matchLabels:
+      name: nvidia-device-plugin-ds
+  updateStrategy:
+    type: RollingUpdate
+  template:
+    metadata:
+      labels:
+        name: nvidia-device-plugin-ds
+    spec:
+      tolerations:
+        - key: nvidia.com/gpu
+          operator: Exists
+          effect: NoSchedule
+      priorityClassName: system-node-critical
+      containers:
+        - name: nvidia-device-plugin-ctr
+          image: nvcr.io/nvidia/k8s-device-plugin:%s
+          env:
+            - name: FAIL_ON_INIT_ERROR
+              value: "false"
+          securityContext:
+            allowPrivilegeEscalation: false
+            capabilities:
+              drop: ["ALL"]
+          volumeMounts:
+            - name: kubelet-device-plugins-dir
+              mountPath: /var/lib/kubelet/device-plugins
+      volumes:
+        - name: kubelet-device-plugins-dir
+          hostPath:
+            path: /var/lib/kubelet/device-plugins
+            type: Directory
+""" % (DEVICE_PLUGIN_VERSION, DEVICE_PLUGIN_VERSION)

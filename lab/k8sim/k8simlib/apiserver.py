@@ -222,10 +222,16 @@ def apiserver(_argv):
                         objects.append(obj)
                         results.append("%s/%s %s" % (obj["kind"].lower(), obj["metadata"]["name"], verb))
                     return self.reply(200, {"results": results})
+                if url.path == "/k8sim/v1/objects" and "name" not in q:  # every object of a kind (what a kubelet watches)
+                    kind = q.get("kind", "").lower()
+                    return self.reply(200, {"items": [o for o in st.get("objects", []) if o["kind"].lower() == kind]})
                 if url.path == "/k8sim/v1/objects":
                     for o in st.get("objects", []):
                         if o["kind"].lower() == q.get("kind", "").lower() and o["metadata"]["name"] == q.get("name"):
                             if o["metadata"].get("namespace", "") == q.get("namespace", o["metadata"].get("namespace", "")):
+                                if self.command == "DELETE" and who == "admin":
+                                    st["objects"].remove(o)
+                                    return self.reply(200, {"kind": "Status", "status": "Success"})
                                 return self.reply(200, o)
                     return self.status(404, '%s "%s" not found' % (q.get("kind"), q.get("name")))
                 return self.status(404, "the server could not find the requested resource (SIMULATED API: %s)" % url.path)

@@ -110,6 +110,11 @@ def _kubectl(args, out, call):
         call("DELETE", "/api/v1/nodes/%s" % args[2])
         print('node "%s" deleted' % args[2])
         return 0
+    if verb == "delete" and len(args) >= 3:  # delete KIND NAME [-n NAMESPACE]: an applied object
+        ns = args[args.index("-n") + 1] if "-n" in args else ""
+        call("DELETE", "/k8sim/v1/objects?kind=%s&name=%s&namespace=%s" % (args[1], args[2], ns))
+        print('%s "%s" deleted' % (args[1], args[2]))
+        return 0
     if verb == "k8sim-add-pod":  # SIMULATION: put a workload on a node (NODE NAMESPACE/NAME [--daemonset] [--pdb-refusals N])
         refusals = int(_flag(args, "--pdb-refusals", "0"))
         pod = sim_pod(args[1], args[2], daemonset="--daemonset" in args)

@@ -126,17 +126,53 @@ def _identity(argv):
     return server, ca, cfg["users"][0]["user"]["token"], name or os.uname().nodename.lower()
 
 
-def _report(ident, capacity, allocatable):
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+
+
+def _read(path):
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except OSError:
+        return None
+
+
+def report_loop(ident, capacity, allocatable, interval=3):
+    """Report the node's capacity and allocatable, with the nvidia.com/gpu the device plugin would
+    register (k8simlib/deviceplugin.py), every few seconds: PATCHed when it changes, as the real
+    kubelet's node status updates carry a device plugin's resources."""
+    from k8simlib import deviceplugin
     from k8simlib.state import api
 
     server, ca, token, name = ident
-    body = {"status": {"capacity": capacity, "allocatable": allocatable}}
-    for _ in range(30):
+
+    def call(method, path, body=None):
+        return api(server, method, path, ca_pem=ca, token=token, body=body)
+
+    said = None
+    while True:
         try:
-            api(server, "PATCH", "/api/v1/nodes/%s/status" % name, ca_pem=ca, token=token, body=body)
-            return
-        except (OSError, Invalid):
-            time.sleep(2)
+            node = call("GET", "/api/v1/nodes/%s" % name)
+            daemonsets = call("GET", "/k8sim/v1/objects?kind=DaemonSet")["items"]
+            cms = {
+                (c["metadata"].get("namespace", ""), c["metadata"]["name"]): c
+                for c in call("GET", "/k8sim/v1/objects?kind=ConfigMap")["items"]
+            }
+            count, why = deviceplugin.advertised(daemonsets, cms, node, _read(CONTAINERD_CONFIG), deviceplugin.gpu_uuids())
+            cap, alloc = dict(capacity), dict(allocatable)
+            if count:
+                cap[deviceplugin.RESOURCE] = alloc[deviceplugin.RESOURCE] = str(count)
+            if (count, why) != said:
+                print("kubelet (SIMULATED): %s %d (%s)" % (deviceplugin.RESOURCE, count, why))
+                sys.stdout.flush()
+                said = (count, why)
+            status = node.get("status", {})
+            if status.get("capacity") != cap or status.get("allocatable") != alloc:
+                call("PATCH", "/api/v1/nodes/%s/status" % name, {"status": {"capacity": cap, "allocatable": alloc}})
+        except (OSError, Invalid, KeyError, ValueError) as exc:
+            print("kubelet (SIMULATED): node status not updated: %s" % exc)
+            sys.stdout.flush()
+        time.sleep(interval)
 
 
 def serving_certificate(ident, node_ip):
@@ -237,7 +273,9 @@ def kubelet(argv):
     print("kubelet (SIMULATED): capacity %s, allocatable %s" % (capacity, allocatable))
     sys.stdout.flush()
     ident = _identity(argv)
-    _report(ident, capacity, allocatable)
+    import threading
+
+    threading.Thread(target=report_loop, args=(ident, capacity, allocatable), daemon=True).start()
     if cfg.get("serverTLSBootstrap"):
         serving_certificate(ident, common._pop_flag(list(argv), "--node-ip"))
     while True:

@@ -25,13 +25,15 @@ class State:
         fcntl.flock(self.lock, fcntl.LOCK_EX)
         try:
             with open(common.STATE) as fh:
-                self.data = json.load(fh)
+                self.text = fh.read()
+            self.data = json.loads(self.text)
         except (OSError, ValueError):
-            self.data = {}
+            self.text, self.data = None, {}
         return self.data
 
     def __exit__(self, *exc):
-        if exc[0] is None:
+        # written only when a request changed it: the kubelets poll every few seconds
+        if exc[0] is None and json.dumps(self.data, indent=1, sort_keys=True) != self.text:
             tmp = common.STATE + ".tmp"
             with open(tmp, "w") as fh:
                 json.dump(self.data, fh, indent=1, sort_keys=True)
