@@ -34,7 +34,7 @@ SURVEYS = {
     },
     "kubernetes": {
         "name": "rackforge kubernetes (playbooks/kubernetes.yml)",
-        "description": "Control plane and Calico for a new cluster, then the join of healthy nodes (never sliced)",
+        "description": "Control plane, Calico and the NVIDIA device plugin for a new cluster, then the join of healthy nodes (never sliced)",
         "variables": [
             "kubernetes_node_version",
             "kubernetes_node_hardware_labels",
@@ -43,6 +43,8 @@ SURVEYS = {
             "kubernetes_control_plane_gpu_weight",
             "calico_encapsulation",
             "calico_autodetection",
+            "nvidia_device_plugin_mig_strategy",
+            "nvidia_device_plugin_time_slicing_replicas",
         ],
     },
     "driver_upgrade": {

@@ -146,6 +146,24 @@ CASES = [
     ),
     ({"calico_operator_manifest_checksum": ""}, 'calico_operator_manifest_checksum = "": must not be empty', "all"),
     ({"kubernetes_control_plane_gpu_weight": "heavy"}, 'kubernetes_control_plane_gpu_weight = "heavy": must be an integer', "all"),
+    # the device plugin: cluster-wide too (the control plane applies it, the nodes' join gate reads it)
+    (
+        {"nvidia_device_plugin_mig_strategy": "all"},
+        'nvidia_device_plugin_mig_strategy = "all": must be one of none, single, mixed',
+        "all",
+    ),
+    (
+        {"nvidia_device_plugin_device_list_strategy": "envvar"},
+        'nvidia_device_plugin_device_list_strategy = "envvar": must be volume-mounts while container_runtime_nvidia_isolation is true',
+        "all",
+    ),
+    ({"nvidia_device_plugin_time_slicing_replicas": 1}, "nvidia_device_plugin_time_slicing_replicas = 1: must be 2..64 or 0", "all"),
+    ({"nvidia_device_plugin_image_digest": ""}, 'nvidia_device_plugin_image_digest = "": must not be empty', "all"),
+    (
+        {"nvidia_device_plugin_mig_strategy": "mixed", "nvidia_device_plugin_time_slicing_replicas": 2},
+        "time-slicing shares nvidia.com/gpu, which mixed does not advertise",
+        "all",
+    ),
 ]
 CONTROL_PLANE = "lab-cp1"
 

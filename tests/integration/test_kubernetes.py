@@ -177,3 +177,92 @@ def test_a_reimaged_node_stops_before_any_change_and_rejoins_when_told(converged
     assert api_nodes()[node] == before  # registered again with the same address, labels and taints
     again = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP))
     assert again.returncode == 0 and all(r["changed"] == 0 for r in again.recap.values()), again.stdout[-2000:]
+
+
+PLUGIN = "nvidia-device-plugin-daemonset"
+
+
+def gpus_advertised(node):
+    """(allocatable nvidia.com/gpu, unschedulable, the gate's label) of a Node, as the API has it."""
+    n = json.loads(on_node(CP, "kubectl", "get", "node", node, "-o", "json").stdout)
+    return (
+        int(n["status"].get("allocatable", {}).get("nvidia.com/gpu", 0)),
+        bool(n["spec"].get("unschedulable")),
+        n["metadata"]["labels"].get("rackforge.io/gpu-gate"),
+    )
+
+
+def wait_for_gpus(node, count, timeout=60):
+    """The stand-in kubelet re-reads every 3 s: wait until the node advertises count GPUs."""
+    import time
+
+    deadline = time.time() + timeout
+    while gpus_advertised(node)[0] != count:
+        assert time.time() < deadline, "%s advertises %s, not %d nvidia.com/gpu" % (node, gpus_advertised(node), count)
+        time.sleep(1)
+
+
+def real_gpus(node):
+    """The GPUs the real nvidia-smi enumerates on the node (over the lab NVML)."""
+    out = on_node(node, "nvidia-smi", "--query-gpu=uuid", "--format=csv,noheader").stdout
+    return len([line for line in out.splitlines() if line.strip()])
+
+
+def test_every_gpu_node_advertises_its_gpus_through_the_device_plugin(converged, gpu_nodes):
+    ds = json.loads(on_node(CP, "kubectl", "get", "daemonset", PLUGIN, "-n", "kube-system", "-o", "json").stdout)
+    pod = ds["spec"]["template"]["spec"]
+    image = pod["containers"][0]["image"]
+    assert image.startswith("nvcr.io/nvidia/k8s-device-plugin:v0.20.0@sha256:") and len(image.split("@sha256:")[1]) == 64
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in pod["tolerations"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts" and env["MIG_STRATEGY"] == "none"
+    for node in gpu_nodes:
+        assert gpus_advertised(node) == (real_gpus(node), False, None), node
+        assert real_gpus(node) in (4, 8)
+    assert gpus_advertised(CP)[0] == 0  # no GPUs, no hardware label: the plugin does not run there
+
+
+def test_a_node_whose_gpus_are_not_advertised_is_cordoned_and_let_back_once_they_are(converged):
+    node = "lab-node2"
+    gpus = real_gpus(node)
+    on_node(CP, "kubectl", "delete", "daemonset", PLUGIN, "-n", "kube-system")
+    try:
+        wait_for_gpus(node, 0)
+        res = playbook("playbooks/join.yml", "--limit", "%s,%s" % (node, CP), "-e", "nvidia_device_plugin_gate_timeout=10")
+        assert res.returncode != 0 and res.recap[node]["failed"] == 1, res.stdout[-3000:]
+        assert "advertises 0 nvidia.com/gpu, expected %d" % gpus in res.stdout
+        assert gpus_advertised(node) == (0, True, "cordoned")
+        # the control plane play applies the plugin again; the next join run lets the node back
+        res = playbook("playbooks/control_plane.yml", "--limit", CP)
+        assert res.returncode == 0 and res.recap[CP]["changed"] >= 1, res.stdout[-3000:]
+        wait_for_gpus(node, gpus)
+        res = playbook("playbooks/join.yml", "--limit", "%s,%s" % (node, CP))
+        assert res.returncode == 0 and res.recap[node]["changed"] >= 1, res.stdout[-3000:]
+        assert gpus_advertised(node) == (gpus, False, None)
+    finally:
+        playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP))
+    again = playbook("playbooks/kubernetes.yml", "--limit", "%s,%s" % (node, CP))
+    assert again.returncode == 0 and all(r["changed"] == 0 for r in again.recap.values()), again.stdout[-2000:]
+
+
+def test_the_lab_kubelet_advertises_nothing_without_the_nvidia_runtime_and_runtime_yml_repairs_it(converged):
+    node = "lab-node3"
+    path = "/etc/containerd/config.toml"
+    original = on_node(node, "cat", path).stdout
+    assert 'default_runtime_name = "nvidia"' in original
+    on_node(
+        node,
+        "python3",
+        "-c",
+        "import sys; open(%r, 'w').write(sys.argv[1])" % path,
+        original.replace('default_runtime_name = "nvidia"', 'default_runtime_name = "runc"'),
+    )
+    try:
+        wait_for_gpus(node, 0)
+        res = playbook("playbooks/runtime.yml", "--limit", node)
+        assert res.returncode == 0 and res.recap[node]["changed"] >= 1, res.stdout[-2000:]
+        assert on_node(node, "cat", path).stdout == original
+        wait_for_gpus(node, real_gpus(node))
+    finally:
+        on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, original)

@@ -72,6 +72,10 @@ def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(c
         assert "changed: [%s]" % canary in first_reboot, first_reboot  # the canary's batch rebooted with the module
         # batches [1, 10%, 25%]: the canary is upgraded and back in service before the next node starts
         assert out.index("TASK [Uncordon the healthy node]") < out.index("FAILED - RETRYING: [%s -> localhost]: Cordon and drain" % second)
+        # after the reboot the device plugin advertises every GPU again before the node is let back
+        gate = "TASK [nvidia_device_plugin : Gate the node on its advertised GPUs"
+        assert out.index(gate) < out.index("TASK [Uncordon the healthy node]")
+        assert "ok: [%s -> lab-cp1" % canary in out[out.index(gate) :].split("\nTASK [", 1)[0]
         assert res.recap[canary]["failed"] == 0 and res.recap[second]["failed"] == 1
         assert third not in res.recap or res.recap[third]["changed"] == 0  # the run stopped before its batch
         assert "FAILED - RETRYING: [%s -> localhost]: Cordon and drain" % canary in out  # the PDB refusal was retried
@@ -98,6 +102,10 @@ def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(c
     assert res.returncode == 0, res.stdout[-3000:]
     assert {driver(n) for n in gpu_nodes} == {OLD} and cordoned() == set()
     assert rebooted(before, gpu_nodes) == set(gpu_nodes)
+    nodes = {n["metadata"]["name"]: n for n in json.loads(on_node(CP, "kubectl", "get", "nodes", "-o", "json").stdout)["items"]}
+    for node in gpu_nodes:
+        labels = nodes[node]["metadata"]["labels"]
+        assert nodes[node]["status"]["allocatable"]["nvidia.com/gpu"] == labels["nvidia.com/gpu.count"], node
     for node in gpu_nodes:
         held = on_node(node, "apt-mark", "showhold").stdout.split()
         assert {"nvidia-driver-535-open", "nvidia-fabricmanager-535"} & set(held)  # the open module by default

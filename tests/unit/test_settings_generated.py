@@ -71,6 +71,7 @@ def inventory(tmp):
                 "nvidia_driver_repo_key_checksum": "a" * 64,
                 "kubernetes_node_repo_key_checksum": "b" * 64,
                 "calico_operator_manifest_checksum": "c" * 64,
+                "nvidia_device_plugin_image_digest": "d" * 64,
             }
         )
     )

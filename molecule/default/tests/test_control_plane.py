@@ -41,3 +41,13 @@ def test_calico_installation_pins_autodetection_and_mtu(host):
     mtu = int(host.check_output("cat /sys/class/net/eth0/mtu"))
     assert net["mtu"] == mtu - 50  # VXLANCrossSubnet
     assert kubectl(host, "get", "namespace", "tigera-operator")["kind"] == "Namespace"
+
+
+def test_the_device_plugin_makes_every_gpu_node_s_gpus_allocatable(host):
+    ds = kubectl(host, "get", "daemonset", "nvidia-device-plugin-daemonset", "-n", "kube-system")
+    assert "@sha256:" in ds["spec"]["template"]["spec"]["containers"][0]["image"]
+    nodes = {n["metadata"]["name"]: n for n in kubectl(host, "get", "nodes")["items"]}
+    for name in ("lab-node1", "lab-node2", "lab-node3"):
+        labels = nodes[name]["metadata"]["labels"]
+        assert nodes[name]["status"]["allocatable"]["nvidia.com/gpu"] == labels["nvidia.com/gpu.count"], name
+        assert not nodes[name]["spec"].get("unschedulable"), name

@@ -1,0 +1,119 @@
+#!/usr/bin/python
+"""Ansible module: leave a GPU node schedulable only when it is Ready and advertises all its GPUs."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: kubernetes_gpu_gate
+short_description: Keep a GPU node cordoned until it is Ready and its allocatable nvidia.com/gpu equals its real GPU count
+description:
+  - Runs on the control plane. Reads the Node (C(kubectl get node NAME -o json)) every 3 seconds
+    for up to O(timeout) seconds until it is Ready and its C(status.allocatable[resource]) equals
+    O(expected) (the GPUs the health check counted on the node, times the time-slicing replicas).
+  - Passed, a node this gate cordoned (label C(rackforge.io/gpu-gate=cordoned)) is uncordoned and
+    the label removed; a node cordoned by someone else (a drain, an operator) is left cordoned.
+  - Not passed, the node is cordoned and labelled (unless it already was cordoned) and the module
+    fails with the finding (what the node advertises and what it should), so the scheduler never
+    places GPU pods on a node that cannot run them.
+  - Check mode reads the Node once, changes nothing and says what it would do.
+options:
+  node: {description: The Node's name., type: str, required: true}
+  expected: {description: The allocatable count of O(resource) the node must advertise., type: int, required: true}
+  resource: {description: The extended resource., type: str, default: nvidia.com/gpu}
+  timeout: {description: Seconds to wait for the count., type: int, default: 120}
+  kubeconfig: {description: The admin kubeconfig., type: path, default: /etc/kubernetes/admin.conf}
+"""
+
+RETURN = r"""
+allocatable: {description: What the node advertised last (0 when it advertises nothing)., type: int, returned: always}
+ready: {description: Whether the node was Ready., type: bool, returned: always}
+finding: {description: Why the node is kept cordoned (empty when it passed)., type: str, returned: always}
+cordoned: {description: Whether the node is (would be) left cordoned by this gate., type: bool, returned: always}
+"""
+
+import json
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
+
+LABEL = "rackforge.io/gpu-gate"
+
+
+def allocatable(node, resource):
+    value = str(node.get("status", {}).get("allocatable", {}).get(resource, "0"))
+    try:
+        return int(value)
+    except ValueError:
+        return 0
+
+
+def ready(node):
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in node.get("status", {}).get("conditions", []))
+
+
+def shortfall(name, node, expected, resource):
+    have, problems = allocatable(node, resource), []
+    if not ready(node):
+        problems.append("not Ready")
+    if have != expected:
+        problems.append("advertises %d %s, expected %d (its GPUs as the health check counted them)" % (have, resource, expected))
+    return "%s: %s" % (name, "; ".join(problems)) if problems else ""
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "node": {"type": "str", "required": True},
+            "expected": {"type": "int", "required": True},
+            "resource": {"type": "str", "default": "nvidia.com/gpu"},
+            "timeout": {"type": "int", "default": 120},
+            "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    kubectl = module.get_bin_path("kubectl", required=True)
+    base = [kubectl, "--kubeconfig", p["kubeconfig"]]
+
+    def run(*args):
+        rc, out, err = module.run_command([*base, *args], environ_update=C_ENV)
+        if rc != 0:
+            module.fail_json(msg="kubectl %s failed" % " ".join(args), rc=rc, stdout=out, stderr=err)
+        return out
+
+    deadline = time.time() + p["timeout"]
+    while True:
+        rc, out, err = module.run_command([*base, "get", "node", p["node"], "-o", "json"], environ_update=C_ENV)
+        if rc != 0 and module.check_mode and "not found" in (out + err).lower():  # the preview of a join
+            module.exit_json(
+                changed=False, allocatable=0, ready=False, cordoned=False, finding="%s has not joined yet (check mode)" % p["node"]
+            )
+        if rc != 0:
+            module.fail_json(msg="kubectl get node %s failed" % p["node"], rc=rc, stdout=out, stderr=err)
+        try:
+            node = json.loads(out)
+        except ValueError:
+            module.fail_json(msg="kubectl get node -o json printed no JSON", rc=0, stdout=out, stderr="")
+        why = shortfall(p["node"], node, p["expected"], p["resource"])
+        if not why or module.check_mode or time.time() > deadline:
+            break
+        time.sleep(3)
+    ours = node.get("metadata", {}).get("labels", {}).get(LABEL) == "cordoned"
+    unschedulable = bool(node.get("spec", {}).get("unschedulable"))
+    res = {"allocatable": allocatable(node, p["resource"]), "ready": ready(node), "finding": why}
+    if not why:
+        if ours and not module.check_mode:
+            run("uncordon", p["node"])
+            run("label", "node", p["node"], LABEL + "-")
+        module.exit_json(changed=ours, cordoned=False, **res)
+    # short of GPUs: cordoned, and marked as this gate's so a later pass lets it back
+    changed = not unschedulable
+    if changed and not module.check_mode:
+        run("cordon", p["node"])
+        run("label", "node", p["node"], "--overwrite", LABEL + "=cordoned")
+    module.fail_json(msg="GPU gate: %s; the node is kept cordoned" % why, changed=changed, cordoned=True, **res)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+"""The NVIDIA k8s-device-plugin's static manifest, rendered for a rackforge cluster (pure: data in,
+data out; library/nvidia_device_plugin.py reads and writes the files and talks to the API).
+
+Facts from NVIDIA/k8s-device-plugin (deployments/static/nvidia-device-plugin.yml, cmd/nvidia-device-plugin
+main.go, api/config/v1): the manifest is one DaemonSet in kube-system whose container runs the image
+nvcr.io/nvidia/k8s-device-plugin:<tag>; the plugin takes its options from the environment
+(MIG_STRATEGY none|single|mixed, DEVICE_LIST_STRATEGY envvar|volume-mounts|cdi-annotations|cdi-cri,
+DEVICE_ID_STRATEGY uuid|index, FAIL_ON_INIT_ERROR, CONFIG_FILE) and, from CONFIG_FILE, a config of
+version v1 whose sharing.timeSlicing.resources[] gives each resource's replicas. With time-slicing
+and renameByDefault false the resource keeps its name (nvidia.com/gpu) and a node advertises
+GPUs x replicas of it. MIG strategy single advertises nvidia.com/gpu (one per MIG device), mixed
+advertises nvidia.com/mig-<profile> instead."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+
+NAME = "nvidia-device-plugin-daemonset"
+IMAGE_REPO = "nvcr.io/nvidia/k8s-device-plugin"
+CONFIG_DIR = "/etc/nvidia-device-plugin"
+CONFIG_NAME = "nvidia-device-plugin-config"
+CONFIG_KEY = "config.yaml"
+CHECKSUM_ANNOTATION = "rackforge.io/device-plugin-config-sha256"
+MIG_STRATEGIES = ("none", "single", "mixed")
+# the CDI strategies need containerd's CDI support (containerd >= 1.7, enable_cdi), which Debian 12's
+# containerd 1.6.20 does not have: refused here until the CDI part of issue 20 lands
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts")
+DEVICE_ID_STRATEGIES = ("uuid", "index")
+
+
+class ManifestError(ValueError):
+    pass
+
+
+def _is_plugin(container):
+    return str(container.get("image", "")).split("@")[0].rsplit(":", 1)[0].endswith("/k8s-device-plugin")
+
+
+def find_daemonset(docs):
+    """(index, DaemonSet, container index) of the device plugin in the manifest's documents."""
+    found = []
+    for i, doc in enumerate(docs):
+        if not isinstance(doc, dict) or doc.get("kind") != "DaemonSet":
+            continue
+        containers = doc.get("spec", {}).get("template", {}).get("spec", {}).get("containers", [])
+        for j, c in enumerate(containers):
+            if _is_plugin(c):
+                found.append((i, doc, j))
+    if len(found) != 1:
+        raise ManifestError(
+            "the manifest must hold exactly one DaemonSet whose container runs .../k8s-device-plugin; found %d" % len(found)
+        )
+    return found[0]
+
+
+def plugin_config(mig_strategy, replicas):
+    """The plugin's config file (api/config/v1), or None when nothing needs one (no time-slicing)."""
+    if not replicas:
+        return None
+    return {
+        "version": "v1",
+        "flags": {"migStrategy": mig_strategy},
+        "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": int(replicas)}]}},
+    }
+
+
+def tolerations_for(taints):
+    """A toleration for each taint of kubernetes_node_taints ({key, value?, effect})."""
+    out = []
+    for t in taints or []:
+        tol = {"key": t["key"], "effect": t["effect"]}
+        if t.get("value") not in (None, ""):
+            tol.update(operator="Equal", value=str(t["value"]))
+        else:
+            tol["operator"] = "Exists"
+        out.append(tol)
+    return out
+
+
+def image_ref(manifest_image, image, digest):
+    """The image the DaemonSet runs, pinned by digest: the manifest's (or the override's) name and
+    tag, then @sha256:<digest>."""
+    ref = (image or manifest_image).split("@")[0]
+    return "%s@sha256:%s" % (ref, digest) if digest else ref
+
+
+def _set_env(container, values):
+    env = [e for e in container.get("env", []) if e.get("name") not in values]
+    env.extend({"name": k, "value": v} for k, v in values.items())
+    container["env"] = env
+
+
+def render(docs, opts):
+    """The manifest's documents as they are applied. opts: image (override, "" = the manifest's),
+    image_digest, mig_strategy, device_list_strategy, device_id_strategy, fail_on_init_error,
+    time_slicing_replicas (0 = off), node_selector {label: value}, taints [kubernetes_node_taints],
+    priority_class. The input is not changed."""
+    problems = option_problems(opts)
+    if problems:
+        raise ManifestError("; ".join(problems))
+    # a ConfigMap of ours from an earlier rendering goes; it is made again below when still wanted
+    docs = copy.deepcopy([d for d in docs if d and not (d.get("kind") == "ConfigMap" and d.get("metadata", {}).get("name") == CONFIG_NAME)])
+    i, ds, j = find_daemonset(docs)
+    ns = ds.setdefault("metadata", {}).get("namespace") or "kube-system"
+    ds["metadata"]["namespace"] = ns
+    pod = ds.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+    c = pod["containers"][j]
+    c["image"] = image_ref(c["image"], opts.get("image", ""), opts.get("image_digest", ""))
+    env = {
+        "MIG_STRATEGY": opts["mig_strategy"],
+        "DEVICE_LIST_STRATEGY": opts["device_list_strategy"],
+        "DEVICE_ID_STRATEGY": opts["device_id_strategy"],
+        "FAIL_ON_INIT_ERROR": "true" if opts["fail_on_init_error"] else "false",
+    }
+    config = plugin_config(opts["mig_strategy"], opts.get("time_slicing_replicas", 0))
+    volumes = [v for v in pod.get("volumes", []) if v.get("name") != CONFIG_NAME]
+    mounts = [m for m in c.get("volumeMounts", []) if m.get("name") != CONFIG_NAME]
+    annotations = ds["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})
+    annotations.pop(CHECKSUM_ANNOTATION, None)
+    extra = []
+    if config:
+        text = dump_yaml_like(config)
+        env["CONFIG_FILE"] = "%s/%s" % (CONFIG_DIR, CONFIG_KEY)
+        extra.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": CONFIG_NAME, "namespace": ns},
+                "data": {CONFIG_KEY: text},
+            }
+        )
+        volumes.append({"name": CONFIG_NAME, "configMap": {"name": CONFIG_NAME}})
+        mounts.append({"name": CONFIG_NAME, "mountPath": CONFIG_DIR, "readOnly": True})
+        # a changed config rolls the pods (a ConfigMap change alone restarts nothing)
+        annotations[CHECKSUM_ANNOTATION] = hashlib.sha256(text.encode()).hexdigest()
+    if not annotations:
+        ds["spec"]["template"]["metadata"].pop("annotations")
+    c["env"] = [e for e in c.get("env", []) if e.get("name") != "CONFIG_FILE"]
+    _set_env(c, env)
+    c["volumeMounts"] = mounts
+    pod["volumes"] = volumes
+    pod["nodeSelector"] = dict(opts["node_selector"])
+    tolerations = list(pod.get("tolerations", []))
+    for tol in tolerations_for(opts.get("taints")):
+        if tol not in tolerations:
+            tolerations.append(tol)
+    pod["tolerations"] = tolerations
+    if opts.get("priority_class"):
+        pod["priorityClassName"] = opts["priority_class"]
+    return extra + docs[:i] + [ds] + docs[i + 1 :]
+
+
+def dump_yaml_like(obj):
+    """JSON text (JSON is YAML): stable, so its checksum only changes when the config does."""
+    return json.dumps(obj, indent=2, sort_keys=True) + "\n"
+
+
+def option_problems(opts):
+    out = []
+    if opts.get("mig_strategy") not in MIG_STRATEGIES:
+        out.append("nvidia_device_plugin_mig_strategy must be one of %s, got %r" % (", ".join(MIG_STRATEGIES), opts.get("mig_strategy")))
+    if opts.get("device_list_strategy") not in DEVICE_LIST_STRATEGIES:
+        out.append(
+            "nvidia_device_plugin_device_list_strategy must be one of %s, got %r"
+            % (", ".join(DEVICE_LIST_STRATEGIES), opts.get("device_list_strategy"))
+        )
+    if opts.get("device_id_strategy") not in DEVICE_ID_STRATEGIES:
+        out.append(
+            "nvidia_device_plugin_device_id_strategy must be one of %s, got %r"
+            % (", ".join(DEVICE_ID_STRATEGIES), opts.get("device_id_strategy"))
+        )
+    r = opts.get("time_slicing_replicas", 0)
+    if not isinstance(r, int) or isinstance(r, bool) or not (r == 0 or 2 <= r <= 64):
+        out.append("nvidia_device_plugin_time_slicing_replicas must be 0 (off) or 2..64, got %r" % (r,))
+    if r and opts.get("mig_strategy") == "mixed":
+        out.append(
+            "nvidia_device_plugin_time_slicing_replicas: time-slicing shares nvidia.com/gpu, which MIG strategy mixed does not advertise"
+        )
+    digest = opts.get("image_digest", "")
+    if digest and (len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest)):
+        out.append("nvidia_device_plugin_image_digest must be 64 lower-case hex digits (the sha256 after @sha256:), got %r" % digest)
+    if not opts.get("node_selector"):
+        out.append("nvidia_device_plugin_node_selector must name at least one label (the plugin belongs on GPU nodes only)")
+    return out
+
+
+def expected_allocatable(gpus, replicas):
+    """nvidia.com/gpu a node advertises with this many GPUs (MIG off) and time-slicing replicas."""
+    return int(gpus) * (int(replicas) if replicas else 1)
