@@ -15,7 +15,8 @@ description:
   - Not passed, the node is cordoned and labelled (unless it already was cordoned) and the module
     fails with the finding (what the node advertises and what it should), so the scheduler never
     places GPU pods on a node that cannot run them.
-  - Check mode reads the Node once, changes nothing and says what it would do.
+  - Check mode reads the Node once, changes nothing and says what it would do (a warning, not a
+    failure: a preview may run before the plugin is applied).
 options:
   node: {description: The Node's name., type: str, required: true}
   expected: {description: The allocatable count of O(resource) the node must advertise., type: int, required: true}
@@ -107,11 +108,15 @@ def main():
             run("uncordon", p["node"])
             run("label", "node", p["node"], LABEL + "-")
         module.exit_json(changed=ours, cordoned=False, **res)
-    # short of GPUs: cordoned, and marked as this gate's so a later pass lets it back
+    # short of GPUs: marked as this gate's first (so a later pass lets it back even if the cordon
+    # below fails), then cordoned
     changed = not unschedulable
-    if changed and not module.check_mode:
-        run("cordon", p["node"])
+    if module.check_mode:  # a preview (before the plugin is applied, say): said, not failed
+        module.warn("GPU gate: %s; a run would %s" % (why, "cordon the node" if changed else "keep the node cordoned"))
+        module.exit_json(changed=changed, cordoned=True, **res)
+    if changed:
         run("label", "node", p["node"], "--overwrite", LABEL + "=cordoned")
+        run("cordon", p["node"])
     module.fail_json(msg="GPU gate: %s; the node is kept cordoned" % why, changed=changed, cordoned=True, **res)
 
 

@@ -12,8 +12,9 @@ description:
     with the image pinned by digest, the plugin's options in its environment, a node selector, a
     toleration for each of the GPU nodes' taints and, with time-slicing, a ConfigMap holding the
     plugin's config file; writes it to O(dest) (staged and renamed) and runs C(kubectl apply) when
-    the file changed, the DaemonSet is missing, or the live DaemonSet's image, environment or node
-    selector differ from the rendered ones (changed by hand).
+    the file changed, the DaemonSet or the plugin's ConfigMap is missing, or the live DaemonSet's
+    image, environment, node selector or tolerations or the ConfigMap's data differ from the
+    rendered ones (changed by hand).
   - Check mode writes and applies nothing and returns the diff and what would be applied.
   - Needs PyYAML (Debian's python3-yaml) on the control plane to read the manifest.
 options:
@@ -122,21 +123,35 @@ def main():
     meta = ds["metadata"]
     kubectl = module.get_bin_path("kubectl", required=True)
     base = [kubectl, "--kubeconfig", p["kubeconfig"]]
-    rc, out, err = module.run_command(
-        [*base, "get", "daemonset", meta["name"], "-n", meta["namespace"], "-o", "json"], environ_update=C_ENV
-    )
-    if rc != 0 and "not found" not in (err + out).lower():
-        if module.check_mode:  # a cluster not initialised yet (the preview of a fresh run)
-            module.exit_json(changed=True, applied=True, reasons=["the cluster cannot be read yet: %s" % err.strip()], daemonset={})
-        module.fail_json(msg="kubectl get daemonset %s failed" % meta["name"], rc=rc, stdout=out, stderr=err)
-    if rc != 0:
+
+    def live(kind, name, namespace):
+        """The object as the API has it, or None when it is not there (--ignore-not-found prints nothing)."""
+        rc, out, err = module.run_command(
+            [*base, "get", kind, name, "-n", namespace, "--ignore-not-found", "-o", "json"], environ_update=C_ENV
+        )
+        if rc != 0:
+            if module.check_mode:  # a cluster not initialised yet (the preview of a fresh run)
+                module.exit_json(changed=True, applied=True, reasons=["the cluster cannot be read yet: %s" % err.strip()], daemonset={})
+            module.fail_json(msg="kubectl get %s %s failed" % (kind, name), rc=rc, stdout=out, stderr=err)
+        if not out.strip():
+            return None
+        try:
+            return json.loads(out)
+        except ValueError:
+            module.fail_json(msg="kubectl get %s -o json printed no JSON" % kind, rc=rc, stdout=out, stderr=err)
+
+    have = live("daemonset", meta["name"], meta["namespace"])
+    if have is None:
         reasons.append("daemonset %s/%s is not in the cluster" % (meta["namespace"], meta["name"]))
     else:
-        try:
-            live = json.loads(out)
-        except ValueError:
-            module.fail_json(msg="kubectl get daemonset -o json printed no JSON", rc=rc, stdout=out, stderr=err)
-        reasons.extend("the live daemonset has " + d for d in drift(live, ds))
+        reasons.extend("the live daemonset has " + d for d in drift(have, ds))
+    for cm in (d for d in rendered if d.get("kind") == "ConfigMap"):
+        have = live("configmap", cm["metadata"]["name"], cm["metadata"]["namespace"])
+        if have is None or (have.get("data") or {}) != cm["data"]:
+            reasons.append(
+                "configmap %s/%s is %s"
+                % (cm["metadata"]["namespace"], cm["metadata"]["name"], "missing" if have is None else "not the rendered one")
+            )
     container = next(c for c in ds["spec"]["template"]["spec"]["containers"] if dp._is_plugin(c))
     result = {
         "changed": bool(reasons),

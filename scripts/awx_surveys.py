@@ -34,7 +34,7 @@ SURVEYS = {
     },
     "kubernetes": {
         "name": "rackforge kubernetes (playbooks/kubernetes.yml)",
-        "description": "Control plane, Calico and the NVIDIA device plugin for a new cluster, then the join of healthy nodes (never sliced)",
+        "description": "Control plane, Calico and the NVIDIA device plugin, then the join of healthy nodes (never sliced)",
         "variables": [
             "kubernetes_node_version",
             "kubernetes_node_hardware_labels",

@@ -8,8 +8,15 @@ nvcr.io/nvidia/k8s-device-plugin:<tag>; the plugin takes its options from the en
 DEVICE_ID_STRATEGY uuid|index, FAIL_ON_INIT_ERROR, CONFIG_FILE) and, from CONFIG_FILE, a config of
 version v1 whose sharing.timeSlicing.resources[] gives each resource's replicas. With time-slicing
 and renameByDefault false the resource keeps its name (nvidia.com/gpu) and a node advertises
-GPUs x replicas of it. MIG strategy single advertises nvidia.com/gpu (one per MIG device), mixed
-advertises nvidia.com/mig-<profile> instead."""
+GPUs x replicas of it. MIG strategy single advertises nvidia.com/gpu (one per MIG device); mixed
+advertises nvidia.com/mig-<profile> for the MIG devices and nvidia.com/gpu for the GPUs without MIG.
+
+The plugin's own container reaches the driver through the image's NVIDIA_VISIBLE_DEVICES=all. With
+the toolkit's accept-nvidia-visible-devices-envvar-when-unprivileged = false (rackforge's GPU
+isolation) the toolkit honours that variable only in a container whose capability bounding set
+holds CAP_SYS_ADMIN (its "privileged" test), and the static manifest drops every capability: the
+plugin would see no GPU. The project's helm chart adds SYS_ADMIN whenever the plugin hands out
+devices as volume mounts (requiresCapSysAdmin, upstream issue #856); so does render()."""
 
 from __future__ import annotations
 
@@ -17,8 +24,6 @@ import copy
 import hashlib
 import json
 
-NAME = "nvidia-device-plugin-daemonset"
-IMAGE_REPO = "nvcr.io/nvidia/k8s-device-plugin"
 CONFIG_DIR = "/etc/nvidia-device-plugin"
 CONFIG_NAME = "nvidia-device-plugin-config"
 CONFIG_KEY = "config.yaml"
@@ -139,6 +144,8 @@ def render(docs, opts):
         ds["spec"]["template"]["metadata"].pop("annotations")
     c["env"] = [e for e in c.get("env", []) if e.get("name") != "CONFIG_FILE"]
     _set_env(c, env)
+    if opts["device_list_strategy"] == "volume-mounts":
+        c["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
     c["volumeMounts"] = mounts
     pod["volumes"] = volumes
     pod["nodeSelector"] = dict(opts["node_selector"])
@@ -174,10 +181,6 @@ def option_problems(opts):
     r = opts.get("time_slicing_replicas", 0)
     if not isinstance(r, int) or isinstance(r, bool) or not (r == 0 or 2 <= r <= 64):
         out.append("nvidia_device_plugin_time_slicing_replicas must be 0 (off) or 2..64, got %r" % (r,))
-    if r and opts.get("mig_strategy") == "mixed":
-        out.append(
-            "nvidia_device_plugin_time_slicing_replicas: time-slicing shares nvidia.com/gpu, which MIG strategy mixed does not advertise"
-        )
     digest = opts.get("image_digest", "")
     if digest and (len(digest) != 64 or any(ch not in "0123456789abcdef" for ch in digest)):
         out.append("nvidia_device_plugin_image_digest must be 64 lower-case hex digits (the sha256 after @sha256:), got %r" % digest)

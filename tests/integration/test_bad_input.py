@@ -160,8 +160,8 @@ CASES = [
     ({"nvidia_device_plugin_time_slicing_replicas": 1}, "nvidia_device_plugin_time_slicing_replicas = 1: must be 2..64 or 0", "all"),
     ({"nvidia_device_plugin_image_digest": ""}, 'nvidia_device_plugin_image_digest = "": must not be empty', "all"),
     (
-        {"nvidia_device_plugin_mig_strategy": "mixed", "nvidia_device_plugin_time_slicing_replicas": 2},
-        "time-slicing shares nvidia.com/gpu, which mixed does not advertise",
+        {"container_runtime_nvidia_isolation": False},
+        "nvidia_device_plugin_device_list_strategy volume-mounts with container_runtime_nvidia_isolation false: the toolkit would ignore it",
         "all",
     ),
 ]

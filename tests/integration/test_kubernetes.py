@@ -217,6 +217,8 @@ def test_every_gpu_node_advertises_its_gpus_through_the_device_plugin(converged,
     assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in pod["tolerations"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts" and env["MIG_STRATEGY"] == "none"
+    # the toolkit's isolation (real config on the nodes) hides the GPUs from a plugin without SYS_ADMIN
+    assert pod["containers"][0]["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
     for node in gpu_nodes:
         assert gpus_advertised(node) == (real_gpus(node), False, None), node
         assert real_gpus(node) in (4, 8)

@@ -86,6 +86,10 @@ def test_the_rendered_daemonset_is_pinned_configured_and_only_for_gpu_nodes():
     assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in pod["tolerations"]
     assert pod["priorityClassName"] == "system-node-critical"
     assert c["volumeMounts"] == [{"name": "kubelet-device-plugins-dir", "mountPath": "/var/lib/kubelet/device-plugins"}]
+    # the toolkit's isolation honours the image's NVIDIA_VISIBLE_DEVICES only with CAP_SYS_ADMIN
+    assert c["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    envvar = plugin(dp.render(upstream(), dict(OPTS, device_list_strategy="envvar")))["containers"][0]
+    assert envvar["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}  # upstream's
     assert [d["kind"] for d in docs] == ["DaemonSet"]  # no time-slicing: no ConfigMap
     assert dp.render(docs, OPTS) == docs  # rendering the rendered changes nothing
 
@@ -126,7 +130,6 @@ def test_time_slicing_is_a_config_file_the_pod_mounts_and_a_change_rolls_the_pod
         ({"device_id_strategy": "serial"}, "nvidia_device_plugin_device_id_strategy"),
         ({"time_slicing_replicas": 1}, "must be 0 (off) or 2..64"),
         ({"time_slicing_replicas": 65}, "must be 0 (off) or 2..64"),
-        ({"time_slicing_replicas": 2, "mig_strategy": "mixed"}, "which MIG strategy mixed does not advertise"),
         ({"image_digest": "sha256:" + "a" * 64}, "nvidia_device_plugin_image_digest must be 64 lower-case hex digits"),
         ({"node_selector": {}}, "nvidia_device_plugin_node_selector must name at least one label"),
     ],
@@ -176,6 +179,18 @@ def test_the_plugin_advertises_nothing_where_it_cannot_run():
     assert sim.advertised(daemonsets, cms, gpu_node(), CONTAINERD_NVIDIA, UUIDS[:7])[0] == 7  # a GPU fell off the bus
 
 
+def test_under_gpu_isolation_only_a_plugin_with_sys_admin_sees_the_gpus():
+    isolation = "accept-nvidia-visible-devices-envvar-when-unprivileged = false\naccept-nvidia-visible-devices-as-volume-mounts = true\n"
+    # the upstream manifest as it is drops every capability: the toolkit ignores its NVIDIA_VISIBLE_DEVICES
+    count, why = sim.advertised(
+        split(dp.render(upstream(), dict(OPTS, device_list_strategy="envvar")))[0], {}, gpu_node(), CONTAINERD_NVIDIA, UUIDS, isolation
+    )
+    assert count == 0 and "has no SYS_ADMIN" in why
+    daemonsets, cms = split(dp.render(upstream(), OPTS))  # volume-mounts: SYS_ADMIN added
+    assert sim.advertised(daemonsets, cms, gpu_node(), CONTAINERD_NVIDIA, UUIDS, isolation)[0] == 8
+    assert sim.advertised(upstream(), {}, gpu_node(), CONTAINERD_NVIDIA, UUIDS, "")[0] == 8  # no isolation: the envvar is honoured
+
+
 def test_containerd_default_runtime_in_config_versions_2_and_3():
     assert sim.default_runtime(CONTAINERD_NVIDIA) == "nvidia"
     v3 = 'version = 3\n[plugins."io.containerd.cri.v1.runtime".containerd]\ndefault_runtime_name = "nvidia"\n'
@@ -213,7 +228,7 @@ def fake_kubectl(tmp_path, live=None, apply_rc=0):
             #!/bin/sh
             echo "$@" >> {calls}
             case "$3" in
-              get) if [ -f {state} ]; then cat {state}; else echo 'Error from server (NotFound): daemonsets.apps "x" not found' >&2; exit 1; fi;;
+              get) [ -f {state} ] && cat {state}; exit 0;;  # --ignore-not-found: nothing printed when absent
               apply) [ {rc} = 0 ] || {{ echo 'error: refused' >&2; exit {rc}; }}; echo "daemonset.apps/nvidia-device-plugin-daemonset configured";;
             esac
             """
@@ -327,8 +342,9 @@ def run_gate(monkeypatch, capsys, kubectl, expected=8, check_mode=False):
 
 def test_gate_cordons_a_node_short_of_gpus_and_lets_it_back_once_they_are_advertised(tmp_path, monkeypatch, capsys):
     kubectl, state, calls = fake_node_kubectl(tmp_path, k8s_node(None))
-    res = run_gate(monkeypatch, capsys, kubectl, check_mode=True)
-    assert res["failed"] and res["changed"] and "advertises 0 nvidia.com/gpu, expected 8" in res["msg"]
+    res = run_gate(monkeypatch, capsys, kubectl, check_mode=True)  # a preview warns, it does not fail
+    assert not res.get("failed") and res["changed"] and res["cordoned"]
+    assert "advertises 0 nvidia.com/gpu, expected 8" in res["finding"]
     assert calls.read_text().split("\n")[:-1] == ["get node gpu-1 -o json"]  # check mode changed nothing
     res = run_gate(monkeypatch, capsys, kubectl)
     assert res["failed"] and res["cordoned"] and res["allocatable"] == 0

@@ -9,9 +9,13 @@ NVML enumerates, times the time-slicing replicas of its config file (CONFIG_FILE
 sharing.timeSlicing.resources[].replicas, renameByDefault false), and the kubelet reports it in
 the Node's capacity and allocatable. When the plugin's pod goes away the kubelet's count goes to 0.
 
+The plugin's own container needs the driver too: with the toolkit's
+accept-nvidia-visible-devices-envvar-when-unprivileged = false the image's NVIDIA_VISIBLE_DEVICES=all
+is honoured only in a privileged container (CAP_SYS_ADMIN), so a plugin without it finds no GPU.
+
 Here each step is checked against the real files of the node (labels and taints from the API, the
-real /etc/containerd/config.toml, the real nvidia-smi over the lab's NVML), never against what
-rackforge meant to do."""
+real /etc/containerd/config.toml and /etc/nvidia-container-runtime/config.toml, the real nvidia-smi
+over the lab's NVML), never against what rackforge meant to do."""
 
 from __future__ import annotations
 
@@ -54,8 +58,28 @@ def default_runtime(config_text):
     return cfg.get("plugins", {}).get(plugin, {}).get("containerd", {}).get("default_runtime_name") or "runc"
 
 
-def why_not_here(ds, node, containerd_text):
-    """Why the plugin's pod would not run on this node (None: it would)."""
+def toolkit_ignores_envvar(toolkit_text):
+    """The toolkit's accept-nvidia-visible-devices-envvar-when-unprivileged (a top-level key of
+    /etc/nvidia-container-runtime/config.toml, true when absent) is false."""
+    import tomllib
+
+    if not toolkit_text:
+        return False
+    return tomllib.loads(toolkit_text).get("accept-nvidia-visible-devices-envvar-when-unprivileged", True) is False
+
+
+def privileged(container):
+    """The toolkit's privileged test (internal/config/image: CAP_SYS_ADMIN in the bounding set):
+    a container that is privileged or adds SYS_ADMIN (containerd's CRI puts the added capabilities
+    in the bounding set)."""
+    sc = container.get("securityContext") or {}
+    added = [str(c).upper().replace("CAP_", "") for c in (sc.get("capabilities") or {}).get("add", [])]
+    return bool(sc.get("privileged")) or "SYS_ADMIN" in added or "ALL" in added
+
+
+def why_not_here(ds, node, containerd_text, toolkit_text=None):
+    """Why the plugin's pod would not run on this node, or would run blind (None: it runs and sees
+    the GPUs)."""
     pod = ds.get("spec", {}).get("template", {}).get("spec", {})
     labels = node.get("metadata", {}).get("labels", {})
     for key, value in (pod.get("nodeSelector") or {}).items():
@@ -72,6 +96,14 @@ def why_not_here(ds, node, containerd_text):
         return "containerd's config.toml cannot be read: %s" % exc
     if runtime != "nvidia":
         return "containerd's default runtime is %s, not nvidia: the plugin's pod cannot see the driver" % runtime
+    try:
+        ignores = toolkit_ignores_envvar(toolkit_text)
+    except ValueError as exc:
+        return "the container toolkit's config.toml cannot be read: %s" % exc
+    if ignores and not privileged(is_plugin(ds)):
+        return (
+            "the toolkit ignores NVIDIA_VISIBLE_DEVICES from unprivileged containers and the plugin's has no SYS_ADMIN: NVML finds no GPU"
+        )
     return None
 
 
@@ -117,14 +149,14 @@ def gpu_uuids():
     return [line.strip() for line in res.stdout.splitlines() if line.strip().startswith("GPU-")]
 
 
-def advertised(daemonsets, configmaps, node, containerd_text, uuids):
+def advertised(daemonsets, configmaps, node, containerd_text, uuids, toolkit_text=None):
     """(count of nvidia.com/gpu, why) this node's kubelet would report."""
     plugins = [ds for ds in daemonsets if is_plugin(ds)]
     if not plugins:
         return 0, "no device plugin DaemonSet"
     reasons = []
     for ds in plugins:
-        why = why_not_here(ds, node, containerd_text)
+        why = why_not_here(ds, node, containerd_text, toolkit_text)
         if why:
             reasons.append("%s: %s" % (ds["metadata"]["name"], why))
             continue

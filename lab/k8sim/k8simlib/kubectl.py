@@ -146,7 +146,12 @@ def _kubectl(args, out, call):
         return 0
     if verb == "get" and len(args) >= 3:
         ns = args[args.index("-n") + 1] if "-n" in args else ""
-        obj = call("GET", "/k8sim/v1/objects?kind=%s&name=%s&namespace=%s" % (args[1], args[2], ns))
+        try:
+            obj = call("GET", "/k8sim/v1/objects?kind=%s&name=%s&namespace=%s" % (args[1], args[2], ns))
+        except Invalid as exc:
+            if "--ignore-not-found" in args and "not found" in str(exc):
+                return 0  # as kubectl get --ignore-not-found: nothing printed, rc 0
+            raise
         print(json.dumps(obj, indent=1) if out == "json" else "%s/%s" % (obj["kind"], obj["metadata"]["name"]))
         return 0
     raise Invalid("kubectl (SIMULATED): unsupported command %r" % " ".join(args))

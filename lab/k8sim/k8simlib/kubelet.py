@@ -127,6 +127,7 @@ def _identity(argv):
 
 
 CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 
 
 def _read(path):
@@ -158,7 +159,9 @@ def report_loop(ident, capacity, allocatable, interval=3):
                 (c["metadata"].get("namespace", ""), c["metadata"]["name"]): c
                 for c in call("GET", "/k8sim/v1/objects?kind=ConfigMap")["items"]
             }
-            count, why = deviceplugin.advertised(daemonsets, cms, node, _read(CONTAINERD_CONFIG), deviceplugin.gpu_uuids())
+            count, why = deviceplugin.advertised(
+                daemonsets, cms, node, _read(CONTAINERD_CONFIG), deviceplugin.gpu_uuids(), _read(TOOLKIT_CONFIG)
+            )
             cap, alloc = dict(capacity), dict(allocatable)
             if count:
                 cap[deviceplugin.RESOURCE] = alloc[deviceplugin.RESOURCE] = str(count)
