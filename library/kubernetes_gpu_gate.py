@@ -9,7 +9,8 @@ short_description: Keep a GPU node cordoned until it is Ready and its allocatabl
 description:
   - Runs on the control plane. Reads the Node (C(kubectl get node NAME -o json)) every 3 seconds
     for up to O(timeout) seconds until it is Ready and its C(status.allocatable[resource]) equals
-    O(expected) (the GPUs the health check counted on the node, times the time-slicing replicas).
+    O(gpus) x O(replicas) (the GPUs the health check counted on the node, times the time-slicing
+    replicas; module_utils/rackforge/device_plugin.py expected_allocatable).
   - Passed, a node this gate cordoned (label C(rackforge.io/gpu-gate=cordoned)) is uncordoned and
     the label removed; a node cordoned by someone else (a drain, an operator) is left cordoned.
   - Not passed, the node is cordoned and labelled (unless it already was cordoned) and the module
@@ -19,7 +20,8 @@ description:
     failure: a preview may run before the plugin is applied).
 options:
   node: {description: The Node's name., type: str, required: true}
-  expected: {description: The allocatable count of O(resource) the node must advertise., type: int, required: true}
+  gpus: {description: The GPUs the health check counted on the node., type: int, required: true}
+  replicas: {description: Time-slicing replicas of each GPU (0 = off)., type: int, default: 0}
   resource: {description: The extended resource., type: str, default: nvidia.com/gpu}
   timeout: {description: Seconds to wait for the count., type: int, default: 120}
   kubeconfig: {description: The admin kubeconfig., type: path, default: /etc/kubernetes/admin.conf}
@@ -37,6 +39,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge.device_plugin import expected_allocatable
 
 LABEL = "rackforge.io/gpu-gate"
 
@@ -66,7 +69,8 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "node": {"type": "str", "required": True},
-            "expected": {"type": "int", "required": True},
+            "gpus": {"type": "int", "required": True},
+            "replicas": {"type": "int", "default": 0},
             "resource": {"type": "str", "default": "nvidia.com/gpu"},
             "timeout": {"type": "int", "default": 120},
             "kubeconfig": {"type": "path", "default": "/etc/kubernetes/admin.conf"},
@@ -83,6 +87,7 @@ def main():
             module.fail_json(msg="kubectl %s failed" % " ".join(args), rc=rc, stdout=out, stderr=err)
         return out
 
+    expected = expected_allocatable(p["gpus"], p["replicas"])
     deadline = time.time() + p["timeout"]
     while True:
         rc, out, err = module.run_command([*base, "get", "node", p["node"], "-o", "json"], environ_update=C_ENV)
@@ -96,7 +101,7 @@ def main():
             node = json.loads(out)
         except ValueError:
             module.fail_json(msg="kubectl get node -o json printed no JSON", rc=0, stdout=out, stderr="")
-        why = shortfall(p["node"], node, p["expected"], p["resource"])
+        why = shortfall(p["node"], node, expected, p["resource"])
         if not why or module.check_mode or time.time() > deadline:
             break
         time.sleep(3)

@@ -52,10 +52,10 @@ def _env(container):
     return {e.get("name"): e.get("value") for e in container.get("env", [])}
 
 
-def drift(live, ds):
-    """What of the rendered DaemonSet the live one lacks (image, environment, node selector)."""
+def drift(live, ds, want):
+    """What of the rendered DaemonSet (want: its plugin container) the live one lacks (image,
+    environment, node selector, tolerations)."""
     want_pod, have_pod = ds["spec"]["template"]["spec"], live.get("spec", {}).get("template", {}).get("spec", {})
-    want = next(c for c in want_pod["containers"] if dp._is_plugin(c))
     have = next((c for c in have_pod.get("containers", []) if c.get("name") == want.get("name")), {})
     out = []
     if have.get("image") != want.get("image"):
@@ -110,7 +110,8 @@ def main():
         rendered = dp.render(docs, opts)
     except (OSError, yaml.YAMLError, dp.ManifestError) as exc:
         module.fail_json(msg="cannot render the device plugin manifest %s: %s" % (p["src"], exc))
-    _, ds, _ = dp.find_daemonset(rendered)
+    _, ds, j = dp.find_daemonset(rendered)
+    container = ds["spec"]["template"]["spec"]["containers"][j]
     text = "# rendered by rackforge (nvidia_device_plugin) from %s\n---\n%s" % (
         os.path.basename(p["src"]),
         yaml.safe_dump_all(rendered, sort_keys=False, default_flow_style=False, explicit_start=False),
@@ -144,7 +145,7 @@ def main():
     if have is None:
         reasons.append("daemonset %s/%s is not in the cluster" % (meta["namespace"], meta["name"]))
     else:
-        reasons.extend("the live daemonset has " + d for d in drift(have, ds))
+        reasons.extend("the live daemonset has " + d for d in drift(have, ds, container))
     for cm in (d for d in rendered if d.get("kind") == "ConfigMap"):
         have = live("configmap", cm["metadata"]["name"], cm["metadata"]["namespace"])
         if have is None or (have.get("data") or {}) != cm["data"]:
@@ -152,7 +153,6 @@ def main():
                 "configmap %s/%s is %s"
                 % (cm["metadata"]["namespace"], cm["metadata"]["name"], "missing" if have is None else "not the rendered one")
             )
-    container = next(c for c in ds["spec"]["template"]["spec"]["containers"] if dp._is_plugin(c))
     result = {
         "changed": bool(reasons),
         "applied": bool(reasons),

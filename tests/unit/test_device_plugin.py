@@ -327,12 +327,12 @@ def k8s_node(gpus, ready=True, unschedulable=False, labels=None):
     return {"metadata": {"name": "gpu-1", "labels": dict(labels or {})}, "spec": spec, "status": status}
 
 
-def run_gate(monkeypatch, capsys, kubectl, expected=8, check_mode=False):
+def run_gate(monkeypatch, capsys, kubectl, gpus=8, replicas=0, check_mode=False):
     import kubernetes_gpu_gate
 
     monkeypatch.setattr(kubernetes_gpu_gate.AnsibleModule, "get_bin_path", lambda self, name, **kw: str(kubectl))
     monkeypatch.setattr(kubernetes_gpu_gate.time, "sleep", lambda s: None)
-    args = {"node": "gpu-1", "expected": expected, "timeout": 0, "kubeconfig": "/admin.conf"}
+    args = {"node": "gpu-1", "gpus": gpus, "replicas": replicas, "timeout": 0, "kubeconfig": "/admin.conf"}
     if check_mode:
         args["_ansible_check_mode"] = True
     with patch_module_args(args), pytest.raises(SystemExit):
@@ -373,6 +373,8 @@ def test_gate_leaves_a_node_cordoned_by_someone_else_and_fails_one_not_ready(tmp
     kubectl, state, _ = fake_node_kubectl(tmp_path, k8s_node(16))
     res = run_gate(monkeypatch, capsys, kubectl)
     assert res["failed"] and "advertises 16 nvidia.com/gpu, expected 8" in res["msg"]  # more than it has is wrong too
+    res = run_gate(monkeypatch, capsys, kubectl, gpus=4, replicas=4)  # time-slicing: 4 GPUs x 4 replicas
+    assert not res.get("failed") and res["allocatable"] == 16
 
 
 def test_expected_allocatable():
