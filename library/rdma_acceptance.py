@@ -15,8 +15,15 @@ description:
   - Each test runs O(repeats) times; the verdict uses the median (acceptance.rdma_pair_verdict):
     bandwidth of the largest message >= O(min_fraction) of the slower end's line rate, latency of
     the smallest message < O(max_latency_us). RoCE runs use the port's RoCE v2 IPv4 GID
-    (C(-x)) and the lossless priority's traffic class (C(--tclass)); the out-of-band exchange goes
-    over the node address (perftest's default TCP exchange), not RDMA-CM.
+    (C(-x)) and the lossless priority's traffic class (C(--tclass)); their out-of-band exchange
+    goes over the node address (perftest's default TCP exchange).
+  - With O(rdma_cm) on RoCE, each rail then runs C(ib_write_lat -R) once more, its QPs connected
+    through RDMA-CM as UCX, NVMe-oF and storage clients connect theirs, with the lossless
+    traffic class as its ToS (C(--tos)): the client binds its rail's RoCE address
+    (C(--source_ip)) and connects to the partner's, read from the GID perftest printed for the
+    partner in the bandwidth run. A pair whose verbs pass but whose addresses do not resolve (ARP,
+    routes, an address missing on a rail) fails with the finding C(rdma_cm). InfiniBand rails
+    are not run through RDMA-CM (they would need IPoIB addresses, which rackforge does not set).
   - Changes nothing on the node; a run that cannot start (no such device, no RoCE v2 GID, the
     partner never connecting) is recorded with its evidence. Every node must have C(rails) and
     C(rate_gbps) in O(nodes), else the module fails before any run.
@@ -59,6 +66,10 @@ options:
     description: Runs per test and rail before a verdict.
     type: int
     default: 3
+  rdma_cm:
+    description: On RoCE, also connect each rail through RDMA-CM (C(ib_write_lat -R)) once per pair.
+    type: bool
+    default: true
   min_fraction:
     description: Bandwidth floor as a fraction of line rate.
     type: float
@@ -71,7 +82,8 @@ options:
     description:
       - Seconds a run waits for its partner (a server for its client, a client retrying a partner not yet listening).
       - The first run of round n may wait until O(start_epoch) + n x the round budget
-        (O(connect_timeout) + 2 x O(repeats) x (O(duration) + 10) + 30 s): a partner still in its previous round is waited for.
+        (O(connect_timeout) + (2 x O(repeats) + 1) x (O(duration) + 10) + 30 s, the 1 for the RDMA-CM run):
+        a partner still in its previous round is waited for.
     type: int
     default: 60
   start_epoch:
@@ -90,7 +102,7 @@ served:
   returned: always
   type: list
 rails:
-  description: This node's rails, C({ca, netdev, gid_index}).
+  description: This node's rails, C({ca, netdev, gid_index, address}) (address, the IPv4 address of that GID).
   returned: always
   type: list
 """
@@ -104,10 +116,12 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.acceptance import pair_rounds, rdma_pair_verdict
-from ansible.module_utils.rackforge.perftest import ParseError, parse_perftest
+from ansible.module_utils.rackforge.perftest import ParseError, gid_addresses, parse_perftest
 
 TESTS = ("ib_write_bw", "ib_write_lat")
-NOT_LISTENING = "Couldn't connect to"
+CM = "rdma_cm"  # the run of ib_write_lat -R
+# a partner not listening yet: perftest's TCP exchange, and RDMA-CM's REJECTED event (8)
+NOT_LISTENING = ("Couldn't connect to", "Unexpected CM event bl blka 8")
 
 
 def _read(path):
@@ -123,8 +137,9 @@ def _natural(name):
 
 
 def discover_rails(sysfs_root, link_layer, exclude):
-    """The node's rails in natural order: [{ca, netdev, gid_index}] (gid_index: the RoCE v2 GID
-    of an IPv4 address on RoCE, None on InfiniBand or when the port has none)."""
+    """The node's rails in natural order: [{ca, netdev, gid_index, address}] (gid_index: the RoCE v2
+    GID of an IPv4 address on RoCE, None on InfiniBand or when the port has none; address: that
+    GID's IPv4 address)."""
     base = os.path.join(sysfs_root, "class", "infiniband")
     rails = []
     for ca in sorted(os.listdir(base) if os.path.isdir(base) else [], key=_natural):
@@ -132,7 +147,7 @@ def discover_rails(sysfs_root, link_layer, exclude):
         if (_read(os.path.join(port, "link_layer")) or "") != link_layer:
             continue
         gids = os.path.join(port, "gids")
-        netdev, gid_index = None, None
+        netdev, gid_index, address = None, None, None
         for index in sorted((int(i) for i in os.listdir(gids)) if os.path.isdir(gids) else []):
             gid = _read(os.path.join(gids, str(index))) or ""
             ndev = _read(os.path.join(port, "gid_attrs", "ndevs", str(index)))
@@ -140,9 +155,12 @@ def discover_rails(sysfs_root, link_layer, exclude):
             ipv4 = gid.lower().startswith("0000:0000:0000:0000:0000:ffff:")
             if ipv4 and _read(os.path.join(port, "gid_attrs", "types", str(index))) == "RoCE v2" and gid_index is None:
                 gid_index = index
+                quad = gid.replace(":", "")[-8:]
+                address = ".".join(str(int(quad[i : i + 2], 16)) for i in range(0, 8, 2))
         if netdev in exclude:
             continue
-        rails.append({"ca": ca, "netdev": netdev, "gid_index": gid_index if link_layer == "Ethernet" else None})
+        roce = link_layer == "Ethernet"
+        rails.append({"ca": ca, "netdev": netdev, "gid_index": gid_index if roce else None, "address": address if roce else None})
     return rails
 
 
@@ -154,7 +172,13 @@ class Runner:
 
     def argv(self, test, rail, index, host):
         p = self.p
-        argv = [self.bins[test], "-d", rail["ca"], "-i", "1", "-F", "-p", str(p["port"] + index)]
+        argv = [self.bins[test if test != CM else "ib_write_lat"], "-d", rail["ca"], "-i", "1", "-F", "-p", str(p["port"] + index)]
+        if test == CM:
+            # RDMA-CM chooses the GID and takes the traffic class from the ToS (--tclass is not used)
+            argv += ["-R", "--source_ip", rail["address"]]
+            if p["traffic_class"] is not None:
+                argv.append("--tos=%d" % p["traffic_class"])
+            return argv + ([host] if host else [])
         if rail["gid_index"] is not None:
             argv += ["-x", str(rail["gid_index"])]
         if p["traffic_class"] is not None:
@@ -188,16 +212,23 @@ class Runner:
             return [(None, None, "", "%s not installed (the perftest package)" % ", ".join(missing))]
         runs = []
         first = True
-        for test in TESTS:
-            for _ in range(p["repeats"]):
-                argv = self.argv(test, rail, index, None if serve else peer["address"])
+        plan = [(t, p["repeats"]) for t in TESTS] + ([(CM, 1)] if cm_due(p) else [])
+        for test, count in plan:
+            for _ in range(count):
+                host = None if serve else peer["address"]
+                if test == CM and not serve:
+                    host = gid_addresses(runs[0][2])["remote"]  # the partner's RoCE address, from the first bandwidth run
+                    if host is None:
+                        runs.append((None, None, "", "the partner's RoCE address is not in perftest's output (no IPv4 GID printed for it)"))
+                        return runs
+                argv = self.argv(test, rail, index, host)
                 until = deadline if first else time.time() + p["connect_timeout"]
                 if serve:
                     rc, out, err = self.one(argv, until - time.time() + p["duration"] + 30)
                 else:
                     while True:
                         rc, out, err = self.one(argv, p["duration"] + 60)
-                        if rc == 0 or NOT_LISTENING not in err or time.time() > until:
+                        if rc == 0 or not any(m in err for m in NOT_LISTENING) or time.time() > until:
                             break
                         time.sleep(0.25)
                 first = False
@@ -207,10 +238,15 @@ class Runner:
         return runs
 
 
+def cm_due(p):
+    """Whether each rail also runs through RDMA-CM (RoCE only: see the module's description)."""
+    return bool(p["rdma_cm"]) and p["link_layer"] == "Ethernet"
+
+
 def round_budget(p):
     """Seconds one round may take at most: the first connection's wait, then every run (perftest
     sleeps 1 s after connecting; a bandwidth run lasts `duration`) with its connection retries."""
-    return p["connect_timeout"] + 2 * p["repeats"] * (p["duration"] + 10) + 30
+    return p["connect_timeout"] + (2 * p["repeats"] + (1 if cm_due(p) else 0)) * (p["duration"] + 10) + 30
 
 
 def _evidence(runs):
@@ -220,7 +256,7 @@ def _evidence(runs):
 
 
 def verdict(runs, line_rate, p):
-    parsed = {t: [] for t in TESTS}
+    parsed = {t: [] for t in (*TESTS, CM)}
     problems = []
     for run in runs:
         if len(run) != 5:
@@ -228,14 +264,16 @@ def verdict(runs, line_rate, p):
             continue
         test, rc, out, err, _ = run
         if rc != 0:
-            problems.append("%s failed (rc %s): %s" % (test, rc, (err or out).strip()[-300:]))
+            label = "ib_write_lat -R (RDMA-CM)" if test == CM else test
+            problems.append("%s failed (rc %s): %s" % (label, rc, (err or out).strip()[-300:]))
             continue
         try:
             parsed[test].append(parse_perftest(out))
         except ParseError as exc:
             problems.append("%s printed what does not parse: %s" % (test, exc))
-    result = rdma_pair_verdict(parsed["ib_write_bw"], parsed["ib_write_lat"], line_rate, p["min_fraction"], p["max_latency_us"])
-    result["runs"] = {t: len(v) for t, v in parsed.items()}
+    cm_runs = parsed[CM] if cm_due(p) else None
+    result = rdma_pair_verdict(parsed["ib_write_bw"], parsed["ib_write_lat"], line_rate, p["min_fraction"], p["max_latency_us"], cm_runs)
+    result["runs"] = {t: len(v) for t, v in parsed.items() if t != CM or cm_runs is not None}
     result["problems"] = problems
     return result
 
@@ -256,6 +294,7 @@ def main():
             "port": {"type": "int", "default": 18515},
             "duration": {"type": "int", "default": 5},
             "repeats": {"type": "int", "default": 3},
+            "rdma_cm": {"type": "bool", "default": True},
             "min_fraction": {"type": "float", "default": 0.9},
             "max_latency_us": {"type": "float", "default": 5.0},
             "connect_timeout": {"type": "int", "default": 60},

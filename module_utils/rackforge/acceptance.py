@@ -5,7 +5,7 @@ mean for each node and pair.
 Public, stable API:
 
 - pair_rounds(nodes, rack_of=None) -> [[(a, b), ...], ...]: rounds of disjoint pairs.
-- rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0) -> dict
+- rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0, cm_runs=None) -> dict
 - localize(pairs_ok) -> {"nodes": {node: [failed partners]}, "pairs": [(a, b)], "undecided": [(a, b)]}
 - nvlink_pair_findings(result, min_gbps=None, min_fraction_of_median=0.9) -> [finding]
 - nccl_findings(result, min_busbw_gbps=400.0) -> [finding]
@@ -83,17 +83,24 @@ def _median(values):
     return statistics.median(values) if values else None
 
 
-def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0):
-    """{"bw_gbps", "lat_us", "ok", "findings"} for one pair and rail, from parse_perftest results
-    of the repeated runs (bw_runs of ib_write_bw, lat_runs of ib_write_lat)."""
+def _lat(run):
+    row = run["rows"][0] if run["rows"] else {}
+    return row.get("t_typical_us") if row.get("t_typical_us") is not None else row.get("t_avg_us")
+
+
+def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0, cm_runs=None):
+    """{"bw_gbps", "lat_us", "cm_lat_us", "ok", "findings"} for one pair and rail, from
+    parse_perftest results of the repeated runs (bw_runs of ib_write_bw, lat_runs of ib_write_lat).
+
+    cm_runs: the ib_write_lat -R runs (QPs connected through RDMA-CM, to the partner's RoCE
+    address), or None where none was due (InfiniBand, or turned off). When due, the pair needs
+    one, below the same latency ceiling: a pair whose verbs work but whose addresses do not
+    resolve (ARP, routes, a rail's address missing) fails every RDMA-CM user (UCX, NVMe-oF,
+    storage) while perftest's default exchange would pass it."""
     bws = [to_gbps(run["rows"][-1]["bw_avg"], run["bw_unit"]) for run in bw_runs if run["rows"]]
-    lats = []
-    for run in lat_runs:
-        row = run["rows"][0] if run["rows"] else {}
-        value = row.get("t_typical_us") if row.get("t_typical_us") is not None else row.get("t_avg_us")
-        if value is not None:
-            lats.append(value)
-    bw, lat = _median(bws), _median(lats)
+    lats = [v for v in (_lat(run) for run in lat_runs) if v is not None]
+    cms = [v for v in (_lat(run) for run in cm_runs or []) if v is not None]
+    bw, lat, cm = _median(bws), _median(lats), _median(cms)
     findings = []
     floor = line_rate_gbps * min_fraction
     if bw is None:
@@ -120,7 +127,23 @@ def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_l
                 "RDMA write latency %.2f us is not below %s us" % (lat, max_latency_us),
             )
         )
-    return {"bw_gbps": bw, "lat_us": lat, "ok": not findings, "findings": findings}
+    if cm_runs is not None and cm is None:
+        findings.append(
+            finding(
+                "rdma_cm", "pair", "an RDMA-CM connection to the partner's RoCE address", "no result", "no RDMA-CM result from perftest -R"
+            )
+        )
+    elif cm is not None and cm >= max_latency_us:
+        findings.append(
+            finding(
+                "rdma_cm",
+                "pair",
+                "< %s us" % max_latency_us,
+                "%.2f us (median of %d runs)" % (cm, len(cms)),
+                "RDMA write latency over RDMA-CM %.2f us is not below %s us" % (cm, max_latency_us),
+            )
+        )
+    return {"bw_gbps": bw, "lat_us": lat, "cm_lat_us": cm, "ok": not findings, "findings": findings}
 
 
 def localize(pairs_ok):

@@ -81,7 +81,8 @@ def _cell(pair):
         return "-"
     bw = "%.1f Gb/s" % pair["bw_gbps"] if pair.get("bw_gbps") is not None else "no bw"
     lat = "%.2f us" % pair["lat_us"] if pair.get("lat_us") is not None else "no lat"
-    return "%s %s / %s" % ("ok" if pair["ok"] else "FAIL", bw, lat)
+    cm = " / RDMA-CM %.2f us" % pair["cm_lat_us"] if pair.get("cm_lat_us") is not None else ""
+    return "%s %s / %s%s" % ("ok" if pair["ok"] else "FAIL", bw, lat, cm)
 
 
 def render_markdown(report):
@@ -143,6 +144,10 @@ def metrics(node, report):
         "# HELP rackforge_acceptance_rdma_latency_us RDMA write latency to a partner (median of the runs).",
         "# TYPE rackforge_acceptance_rdma_latency_us gauge",
     ]
+    cm = [
+        "# HELP rackforge_acceptance_rdma_cm_latency_us RDMA write latency to a partner over QPs connected through RDMA-CM.",
+        "# TYPE rackforge_acceptance_rdma_cm_latency_us gauge",
+    ]
     for p in data["rdma"]:
         peer = p["b"] if p["a"] == node else p["a"]
         labels = 'peer="%s",rail="%d"' % (_esc(peer), p["rail"])
@@ -150,7 +155,9 @@ def metrics(node, report):
             out.append("rackforge_acceptance_rdma_bandwidth_gbps{%s} %.3f" % (labels, p["bw_gbps"]))
         if p.get("lat_us") is not None:
             lat.append("rackforge_acceptance_rdma_latency_us{%s} %.3f" % (labels, p["lat_us"]))
-    out += lat
+        if p.get("cm_lat_us") is not None:
+            cm.append("rackforge_acceptance_rdma_cm_latency_us{%s} %.3f" % (labels, p["cm_lat_us"]))
+    out += lat + (cm if len(cm) > 2 else [])
     nv = data["nvlink"] or {}
     if nv.get("busbw_gbps") is not None:
         out += [

@@ -172,18 +172,22 @@ def _acceptance_html(host, acceptance):
     ]
     pairs = result.get("rdma") or []
     if pairs:
-        parts.append("<table class='ports'><tr><th>rail</th><th>partner</th><th>write bw Gb/s</th><th>latency us</th><th>verdict</th></tr>")
+        parts.append(
+            "<table class='ports'><tr><th>rail</th><th>partner</th><th>write bw Gb/s</th><th>latency us</th>"
+            "<th>RDMA-CM us</th><th>verdict</th></tr>"
+        )
         for p in sorted(pairs, key=lambda p: (p.get("rail", 0), p.get("a"), p.get("b"))):
             peer = p.get("b") if p.get("a") == host else p.get("a")
             bw, lat = p.get("bw_gbps"), p.get("lat_us")
             parts.append(
-                '<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
+                '<tr class="%s"><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>'
                 % (
                     "ok" if p.get("ok") else "bad",
                     _e(p.get("rail")),
                     _e(peer),
                     "-" if bw is None else "%.1f" % bw,
                     "-" if lat is None else "%.2f" % lat,
+                    "-" if p.get("cm_lat_us") is None else "%.2f" % p["cm_lat_us"],
                     "ok" if p.get("ok") else "FAIL",
                 )
             )

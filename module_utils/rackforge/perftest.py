@@ -12,6 +12,11 @@ Public, stable API (names and return shapes do not change):
   Values are the printed numbers (bytes and iterations int, the rest float); a column the
   layout does not print is None. Rows are in the order printed (-a gives one per size,
   --run_infinitely one per interval).
+- gid_addresses(text) -> {"local": str | None, "remote": str | None}
+  The IPv4 address behind the GID perftest printed under its " local address:" and " remote
+  address:" lines (PERF_GID_FMT, sixteen bytes in decimal; only an IPv4-mapped GID, a RoCE
+  port's with an IPv4 address, has one). This is how a client learns the partner's RoCE
+  address for an RDMA-CM run (perftest -R connects to that address, not to the node's).
 - ParseError(ValueError): raised, and only it, on text that is not a perftest report.
 
 The formats follow perftest's source (linux-rdma/perftest): the column headers RESULT_FMT*,
@@ -72,6 +77,8 @@ _GID = re.compile(r"^\s*GID index\s*:\s*(\d+)\s*$", re.IGNORECASE)
 _MTU = re.compile(r"^\s*Mtu\s*:\s*(\d+)\s*(?:\[B\]|B)?\s*$")
 _RULE = re.compile(r"^\s*-{20,}\s*$")
 _RAW_SAMPLES = re.compile(r"^\s*#,\s*(?:usec|cycles)\s*$")
+_SIDE = re.compile(r"^\s*(local|remote) address\s*:")
+_GID_BYTES = re.compile(r"^\s*GID\s*:\s*((?:\d{1,3}:){15}\d{1,3})\s*$")
 
 
 def _layout(header):
@@ -175,3 +182,23 @@ def _banner(line, result):
         if m and result[key] is None:
             value = convert(m.group(1))
             result[key] = None if key == "link_type" and value not in ("Ethernet", "IB") else value
+
+
+def gid_addresses(text):
+    """{"local": ip or None, "remote": ip or None}: the IPv4 address of the first GID printed under
+    each side's address line (see the module docstring); ParseError when text is not a str."""
+    if not isinstance(text, str):
+        raise ParseError("perftest output must be text (str), got %s" % type(text).__name__)
+    found, side = {"local": None, "remote": None}, None
+    for line in text.splitlines():
+        m = _SIDE.match(line)
+        if m:
+            side = m.group(1)
+            continue
+        m = _GID_BYTES.match(line)
+        if m and side and found[side] is None:
+            raw = [int(x) for x in m.group(1).split(":")]
+            if all(x <= 255 for x in raw) and raw[:10] == [0] * 10 and raw[10:12] == [255, 255]:
+                found[side] = ".".join(str(x) for x in raw[12:])
+        side = None
+    return found

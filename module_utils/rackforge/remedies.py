@@ -84,6 +84,9 @@ REMEDIES = {
     "below its rate, or a NIC in a narrow PCIe slot.",
     "rdma_latency": "RDMA write latency above the ceiling: look for congestion (PFC pauses, CNPs), a wrong traffic class, "
     "or a path through extra switch hops.",
+    "rdma_cm": "RDMA-CM could not connect the rail to the partner's RoCE address (verbs with a GID may still work): check "
+    "the rail's IPv4 address and route (ip addr/route on its netdev), ARP between the rails (arp_ignore/arp_announce on "
+    "multi-NIC hosts, the neighbour table), then rerun playbooks/fabric_acceptance.yml.",
     "nvlink_bandwidth": "A GPU pair copies slower than the node's other pairs: check its NVLinks (nvidia-smi nvlink -s/-e) "
     "and the NVSwitch fabric; reseat or RMA the baseboard if links are degraded.",
     "nvlink_bandwidth_not_run": "nvbandwidth could not run (output below): build NVIDIA/nvbandwidth on the node and set "

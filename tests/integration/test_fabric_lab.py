@@ -14,13 +14,18 @@ def test_faults_fail_exactly_their_nodes_and_the_gate_holds_them_until_a_pass(co
     nic_victim, gpu_victim, healthy = gpu_nodes  # two HGX H100, one PCIe A100 (2 rails at 100G)
     faulted(nic_victim, "slow_nic", "ca=mlx5_1", "factor=0.5")  # rail 1: tested with both partners
     faulted(gpu_victim, "slow_gpu_pair", "gpu=1", "peer=6", "factor=0.4")
-    res = playbook("playbooks/fabric_acceptance.yml", report_dir=tmp_path)
+    # rail 0's address answers no ARP: its verbs pass, RDMA-CM (ib_write_lat -R) cannot resolve it
+    faulted(gpu_victim, "rdma_cm_unresolved", "ca=mlx5_0")
+    # a shorter wait for a partner: the RDMA-CM server of a pair whose client gave up waits that long
+    res = playbook("playbooks/fabric_acceptance.yml", "-e", "fabric_acceptance_connect_timeout=15", report_dir=tmp_path)
     out = " ".join(res.stdout.split())
     assert res.returncode != 0
     assert res.recap[nic_victim]["failed"] == 1 and res.recap[gpu_victim]["failed"] == 1, out[-3000:]
     assert res.recap[healthy]["failed"] == 0
     assert "%s: FABRIC ACCEPTANCE FAILED: rail 1 fails with every partner" % nic_victim in out
     assert "GPU pair 1/6 copies at" in out
+    cm = "%s: FABRIC ACCEPTANCE FAILED: rail 0 fails with every partner (" % gpu_victim
+    assert cm in out and "no RDMA-CM result from perftest -R; ib_write_lat -R (RDMA-CM) failed (rc 1): Received 10 times ADDR_ERROR" in out
 
     report = json.loads((tmp_path / "acceptance.json").read_text())
     assert sorted(n for n, d in report["nodes"].items() if d["findings"]) == sorted([nic_victim, gpu_victim])
@@ -51,6 +56,8 @@ def test_faults_fail_exactly_their_nodes_and_the_gate_holds_them_until_a_pass(co
     assert res.returncode == 0, res.stdout[-3000:]
     report = json.loads((tmp_path / "acceptance.json").read_text())
     assert all(not d["findings"] for d in report["nodes"].values())
+    # every pair also connected through RDMA-CM, to the partner's RoCE address over the lab's fabric
+    assert all(p["runs"]["rdma_cm"] == 1 and p["cm_lat_us"] < 5 for d in report["nodes"].values() for p in d["rdma"])
     busbw = {n: (d["nvlink"] or {}).get("busbw_gbps") for n, d in report["nodes"].items()}
     assert busbw[nic_victim] > 400 and busbw[gpu_victim] > 400
     gate = playbook("playbooks/health_check.yml", report_dir=tmp_path)

@@ -87,6 +87,17 @@ def test_rdma_verdict_on_real_runs():
     assert A.rdma_pair_verdict([EDR_BW], [LAT_OLD], line_rate_gbps=100)["lat_us"] == 2.66
 
 
+def test_rdma_cm_is_held_only_where_it_is_due():
+    # not due (None): no finding, whatever else; due: a run is needed, below the same ceiling
+    assert A.rdma_pair_verdict([ROCE_BW], [LAT_FAST], 100)["cm_lat_us"] is None
+    ok = A.rdma_pair_verdict([ROCE_BW], [LAT_FAST], 100, cm_runs=[LAT_FAST])
+    assert ok["ok"] and ok["cm_lat_us"] == 1.47
+    missing = A.rdma_pair_verdict([ROCE_BW], [LAT_FAST], 100, cm_runs=[])
+    assert [f["check"] for f in missing["findings"]] == ["rdma_cm"] and missing["findings"][0]["observed"] == "no result"
+    slow = A.rdma_pair_verdict([ROCE_BW], [LAT_FAST], 100, cm_runs=[LAT_SLOW])
+    assert [f["check"] for f in slow["findings"]] == ["rdma_cm"] and "over RDMA-CM 7.04 us" in slow["findings"][0]["message"]
+
+
 def test_one_slow_sample_does_not_fail_a_pair_but_a_slow_majority_does():
     slow_run = copy.deepcopy(ROCE_BW)
     slow_run["rows"][-1]["bw_avg"] = 41.0  # built from the real run: one interval of contention

@@ -144,6 +144,84 @@ def test_nvlink_acceptance_without_the_tools_is_not_run_never_a_pass(tmp_path, m
     assert [f["check"] for f in res["findings"]][:1] == ["nvlink_bandwidth_not_run"]
 
 
+def fleet(tmp_path, names):
+    """Simulated nodes with indices 1, 2, ... (so RoCE addresses 10.10<rail>.0.<index>) on loopback
+    addresses of their own (127.0.0.<index + 1>: a lab node has its own netns), each knowing the
+    fabric (which node answers for which RoCE address), as the lab writes it."""
+    sims = {}
+    for index, name in enumerate(names, start=1):
+        sim = node_sim(tmp_path, name)
+        sim.run("hwsim", "init", str(ROOT / "lab/hwsim/profiles/hgx-h100-8gpu.json"), "--seed", name, "--index", str(index))
+        sim.env["HWSIM_LISTEN_ADDR"] = "127.0.0.%d" % (index + 1)
+        sims[name] = sim
+    fabric = {"10.%d.0.%d" % (100 + rail, i): "127.0.0.%d" % (i + 1) for rail in range(8) for i in range(1, len(names) + 1)}
+    for sim in sims.values():
+        (sim.tmp / "etc" / "fabric.json").write_text(json.dumps(fabric))
+    return sims
+
+
+def cm_pair(tmp_path):
+    sims = fleet(tmp_path, ("a", "b"))
+    return sims["a"], sims["b"]
+
+
+def cm_run(server, client, host, port, extra=(), server_extra=()):
+    argv = ["ib_write_lat", "-d", "mlx5_0", "-i", "1", "-F", "-p", str(port), "-R", "--tos=104"]
+    srv = subprocess.Popen([*argv, *server_extra], env=server.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for _ in range(50):
+        res = subprocess.run([*argv, *extra, host], env=client.env, capture_output=True, text=True, check=False)
+        if "bl blka 8" not in res.stderr:
+            break
+        time.sleep(0.1)
+    return res, srv
+
+
+def test_simulated_rdma_cm_matches_the_real_capture_and_routes_by_the_roce_address(tmp_path):
+    a, b = cm_pair(tmp_path)
+    res, srv = cm_run(b, a, "10.100.0.2", 19610, ["--source_ip", "10.100.0.1"], ["--source_ip", "10.100.0.2"])
+    if res.returncode:
+        srv.kill()
+    server_out, server_err = srv.communicate(timeout=30)
+    assert res.returncode == 0 and srv.returncode == 0, (res.stderr, server_err)
+    parsed = parse_perftest(res.stdout)
+    assert (parsed["kind"], parsed["device"], parsed["link_type"], parsed["gid_index"]) == ("lat", "mlx5_0", "Ethernet", 3)
+    assert parsed["rows"][0]["t_typical_us"] < 2.5
+    # the real rdma_cm capture (perftest 4.5, ib_write_lat -R): the same banner labels and values
+    real = fixture("perftest", "dgx-spark-cx7-write-lat-rdmacm-forced-ib").splitlines()
+    for line in (" rdma_cm QPs     : ON", " Data ex. method : rdma_cm"):
+        assert line in real
+    lines = [x.replace("\t", "     ") for x in res.stdout.splitlines()]
+    assert " rdma_cm QPs      : ON" in lines or any(shape(x) == shape(" rdma_cm QPs : ON") for x in lines)
+    assert " Data ex. method : rdma_cm      TOS    : 104" in lines
+    assert [x for x in res.stdout.splitlines() if x.startswith(" GID: ")] == [
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:100:00:01",
+        " GID: 00:00:00:00:00:00:00:00:00:00:255:255:10:100:00:02",
+    ]
+    assert "Waiting for client rdma_cm QP to connect" in server_out and parse_perftest(server_out)["rows"]
+
+    # address resolution picks the device: rail 1's address goes over mlx5_1 whatever -d says
+    res, srv = cm_run(b, a, "10.101.0.2", 19611)
+    srv.communicate(timeout=30)
+    assert res.returncode == 0 and parse_perftest(res.stdout)["device"] == "mlx5_1", res.stderr
+
+
+def test_simulated_rdma_cm_fails_as_the_real_one(tmp_path):
+    a, b = cm_pair(tmp_path)
+    argv = ["ib_write_lat", "-d", "mlx5_0", "-p", "19612", "-R"]
+    res = subprocess.run([*argv, "10.100.0.2"], env=a.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and res.stderr.startswith("Unexpected CM event bl blka 8\n Unable to perform rdma_client function")
+    res = subprocess.run([*argv, "--source_ip", "10.200.0.9"], env=b.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and " rdma_bind_addr failed" in res.stderr
+    res = subprocess.run(["ib_write_lat", "--tos", "104", "10.100.0.2"], env=a.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and "TOS only valid for rdma_cm based QP" in res.stdout
+    b.run("hwsim", "fault", "add", "rdma_cm_unresolved", "ca=mlx5_0")
+    started = time.time()
+    res, srv = cm_run(b, a, "10.100.0.2", 19613)
+    assert res.returncode == 1 and res.stderr.startswith("Received 10 times ADDR_ERROR"), res.stderr
+    assert time.time() - started >= 20  # ten resolutions of 2 s each
+    srv.kill()
+
+
 def run_rdma_nodes(tmp_path, sims, **overrides):
     """rdma_acceptance on every simulated node at once (as the playbook's async start does)."""
     nodes = [{"name": n, "address": sim.env["HWSIM_LISTEN_ADDR"], "rack": "", "rails": 2, "rate_gbps": 400} for n, sim in sims.items()]
@@ -166,16 +244,19 @@ def run_rdma_nodes(tmp_path, sims, **overrides):
 
 
 def test_rdma_acceptance_three_nodes_pass_then_a_slow_nic_fails_only_its_node(tmp_path):
-    sims = {n: node_sim(tmp_path, n) for n in ("n1", "n2", "n3")}
-    for i, sim in enumerate(sims.values(), start=2):
-        sim.env["HWSIM_LISTEN_ADDR"] = "127.0.0.%d" % i  # each node's own address (a lab node has its own netns)
+    sims = fleet(tmp_path, ("n1", "n2", "n3"))
     res = run_rdma_nodes(tmp_path, sims)
     pairs = [p for r in res.values() for p in r["pairs"]]
     assert sorted((p["a"], p["b"]) for p in pairs if p["rail"] == 0) == [("n1", "n2"), ("n2", "n3"), ("n3", "n1")]
-    assert all(p["ok"] for p in pairs) and all(p["runs"] == {"ib_write_bw": 2, "ib_write_lat": 2} for p in pairs)
-    assert res["n1"]["rails"][0] == {"ca": "mlx5_0", "netdev": "ens1np0", "gid_index": 3}
+    assert all(p["ok"] for p in pairs) and all(p["runs"] == {"ib_write_bw": 2, "ib_write_lat": 2, "rdma_cm": 1} for p in pairs), [
+        p["problems"] for p in pairs if not p["ok"]
+    ]
+    assert all(p["cm_lat_us"] < 2.5 for p in pairs)
+    assert res["n1"]["rails"][0] == {"ca": "mlx5_0", "netdev": "ens1np0", "gid_index": 3, "address": "10.100.0.1"}
     report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
     assert all(not d["findings"] for d in report["nodes"].values())
+    assert 'rackforge_acceptance_rdma_cm_latency_us{peer="n2",rail="0"}' in metrics("n1", report)
+    assert "/ RDMA-CM 1." in render_markdown(report)
 
     sims["n2"].run("hwsim", "fault", "add", "slow_nic", "ca=mlx5_1", "factor=0.5")
     res = run_rdma_nodes(tmp_path, sims)
@@ -189,10 +270,28 @@ def test_rdma_acceptance_three_nodes_pass_then_a_slow_nic_fails_only_its_node(tm
     # a slow path between n1 and n3 (rail 0): the pair is reported, both nodes pass
     sims["n2"].run("hwsim", "fault", "clear")
     sims["n1"].run("hwsim", "fault", "add", "slow_link", "ca=mlx5_0", "peer=127.0.0.4", "factor=0.3")
-    res = run_rdma_nodes(tmp_path, sims)
+    res = run_rdma_nodes(tmp_path, sims, rdma_cm=False)  # and rdma_cm off: no RDMA-CM run is due, none is held against a pair
+    assert all(p["runs"] == {"ib_write_bw": 2, "ib_write_lat": 2} for r in res.values() for p in r["pairs"])
     report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
     assert [n for n, d in report["nodes"].items() if d["findings"]] == []
     assert [(p["a"], p["b"], p["rail"]) for p in report["paths"]] == [("n3", "n1", 0)]
+
+
+def test_rdma_cm_catches_a_rail_whose_address_does_not_resolve_and_only_its_node_fails(tmp_path):
+    sims = fleet(tmp_path, ("n1", "n2", "n3"))
+    sims["n2"].run("hwsim", "fault", "add", "rdma_cm_unresolved", "ca=mlx5_1")
+    res = run_rdma_nodes(tmp_path, sims, repeats=1, connect_timeout=5)
+    pairs = [p for r in res.values() for p in r["pairs"]]
+    # verbs (perftest's TCP exchange, the GID) still pass on that rail: only RDMA-CM sees it
+    failed = sorted((p["a"], p["b"], p["rail"]) for p in pairs if not p["ok"])
+    assert failed == [("n1", "n2", 1), ("n2", "n3", 1)]
+    for p in pairs:
+        if not p["ok"]:
+            assert p["bw_gbps"] > 385 and [f["check"] for f in p["findings"]] == ["rdma_cm"]
+            assert "Received 10 times ADDR_ERROR" in p["problems"][0] and "-R --source_ip 10.101.0." in p["evidence"][0]["command"]
+    report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
+    assert [n for n, d in report["nodes"].items() if d["findings"]] == ["n2"]
+    assert report["nodes"]["n2"]["findings"][0]["component"] == "rail 1"
 
 
 def test_a_path_fault_is_the_pairs_not_the_nodes():

@@ -123,7 +123,7 @@ ACCEPTANCE = {
         }
     ],
     "rdma": [
-        {"a": "node1", "b": "node2", "rail": 0, "bw_gbps": 392.1, "lat_us": 2.31, "ok": True},
+        {"a": "node1", "b": "node2", "rail": 0, "bw_gbps": 392.1, "lat_us": 2.31, "cm_lat_us": 2.35, "ok": True},
         {"a": "node3", "b": "node1", "rail": 0, "bw_gbps": 180.4, "lat_us": 2.4, "ok": False},
     ],
     "nvlink": {

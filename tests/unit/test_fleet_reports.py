@@ -157,8 +157,8 @@ def test_the_html_report_shows_what_an_operator_acts_on():
     assert "old-node" in stale and "gone-node" in stale and "node4" in stale and T0 in stale
     # acceptance results where a node has them
     assert 'id="acceptance"' in page and "Fabric acceptance" in page and "1 finding(s)" in page
-    assert '<tr class="ok"><td>0</td><td>node2</td><td>392.1</td><td>2.31</td><td>ok</td></tr>' in page
-    assert '<tr class="bad"><td>0</td><td>node3</td><td>180.4</td><td>2.40</td><td>FAIL</td></tr>' in page
+    assert '<tr class="ok"><td>0</td><td>node2</td><td>392.1</td><td>2.31</td><td>2.35</td><td>ok</td></tr>' in page
+    assert '<tr class="bad"><td>0</td><td>node3</td><td>180.4</td><td>2.40</td><td>-</td><td>FAIL</td></tr>' in page
     assert '<td class="bad" title="GPU 1 to GPU 2">150</td>' in page and '<td class="ok" title="GPU 2 to GPU 1">370</td>' in page
     assert "all-reduce bus bandwidth 478.2 GB/s" in page
     # most severe first

@@ -204,3 +204,24 @@ def test_not_perftest_output_raises_parse_error(case):
 
 def test_parse_error_is_a_value_error():
     assert issubclass(perftest.ParseError, ValueError)
+
+
+def test_gid_addresses_reads_the_ipv4_behind_each_sides_gid_on_real_roce_captures():
+    # %02d per byte: "01" is 1, "00" is 0 (PERF_GID_FMT prints decimal, not hex)
+    assert perftest.gid_addresses(fixture("perftest", "hpe-slingshot-roce-write-bw-duration-gbits")) == {
+        "local": "192.168.1.4",
+        "remote": "192.168.1.2",
+    }
+    assert perftest.gid_addresses(fixture("perftest", "spiderpool-cx5-roce-read-lat-gid12-indented")) == {
+        "local": "172.81.0.119",
+        "remote": "172.81.0.120",
+    }
+    # RDMA-CM without -x and forced IB: no GID lines, so no address
+    assert perftest.gid_addresses(fixture("perftest", "dgx-spark-cx7-write-lat-rdmacm-forced-ib")) == {"local": None, "remote": None}
+    # built from the RoCE capture: a GID that is not IPv4-mapped (link-local fe80::) has no IPv4 address
+    text = fixture("perftest", "hpe-slingshot-roce-write-bw-duration-gbits").replace(
+        "GID: 00:00:00:00:00:00:00:00:00:00:255:255:192:168:01:02", "GID: 254:128:00:00:00:00:00:00:02:16:139:255:254:01:02:03"
+    )
+    assert perftest.gid_addresses(text)["remote"] is None
+    with pytest.raises(perftest.ParseError):
+        perftest.gid_addresses(b"GID: 00")

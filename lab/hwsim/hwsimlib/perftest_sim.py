@@ -11,12 +11,26 @@ write_lat.c, perftest_parameters.c ctx_print_test_info, perftest_communication.c
 - write_bw: the client measures and prints the row; the server prints the client's row;
   write_lat: both sides print their latency row; -D N runs N seconds (peak bandwidth 0.00);
 - a device that does not exist, a port that is not Active, a GID index that is empty fail as
-  perftest does, before any connection.
+  perftest does, before any connection; on a RoCE port without -x perftest picks the best GID
+  itself (get_best_gid_index: IPv4-mapped first, then RoCE v2), and prints it;
+- -R (--rdma_cm): the QPs are connected through RDMA-CM, the exchange is "rdma_cm" (no TCP
+  socket of perftest's own). The client names the partner by its RoCE address (the IP behind the
+  partner's GID, "Please run the same command with the IB/RoCE interface IP"); address resolution
+  decides the device (the NIC whose subnet holds the address, or the one --source_ip names),
+  not -d. An address no NIC routes to, or that nobody answers for, fails after 10 x 2 s with
+  "Received 10 times ADDR_ERROR"; a partner with no listener rejects ("Unexpected CM event bl blka
+  8", RDMA_CM_EVENT_REJECTED); a server --source_ip that is no RDMA address fails rdma_bind_addr.
+  -T/--tos is only valid with -R (perftest exits otherwise) and shows as "TOS    : N"; the server
+  prints "Waiting for client rdma_cm QP to connect" in its banner.
 What is simulated: the numbers. Bandwidth is 98 % of the slower NIC's line rate (100G RoCE
 captures in tests/fixtures/realworld/perftest read 98.03 Gb/s) and latency 1.9 us (2-byte RDMA
 write, same fabric class), with a small per-run jitter, changed by the faults slow_nic, slow_link
 (the path from one NIC to one peer address) and high_latency. Both ends are this simulator: what
 they exchange over the socket is the simulated physics (rate, faults), not perftest's wire format.
+RDMA-CM's fabric is simulated too: $HWSIM_ETC/fabric.json ({RoCE address: the owning node's
+address}, written by the lab for its own nodes) is where an address's ARP answer comes from, and
+the simulated exchange goes to that node's address (the lab's network only); the fault
+rdma_cm_unresolved makes a NIC's address answer no resolution (verbs with a GID still work).
 """
 
 from __future__ import annotations
@@ -29,7 +43,8 @@ import sys
 import time
 
 from hwsimlib.nic import _active_mtu, _cas, _code, _port_attr
-from hwsimlib.state import faults, profile
+from hwsimlib.state import ETC, faults, load_json, nic_faulted, profile
+from hwsimlib.sysfs import nic_ipv4
 
 LINE = "-" * 87
 DEF_PORT = 18515
@@ -42,6 +57,9 @@ LAT_FMT = (
     "   99% percentile[usec]   99.9% percentile[usec] "
 )
 PORT_STATES = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "Active Defer"}
+CM_TAIL = " Unable to perform rdma_%s function\n Unable to init the socket connection\n"
+ADDR_ERROR = "Received 10 times ADDR_ERROR\n"  # NUM_OF_RETRIES (10) rdma_resolve_addr calls of 2000 ms
+REJECTED = "Unexpected CM event bl blka 8\n"  # RDMA_CM_EVENT_REJECTED: no listener on that port
 
 
 def _hex(value, width):
@@ -61,6 +79,9 @@ def _parse(args, test):
         "gbits": False,
         "size": None,
         "host": None,
+        "rdma_cm": False,
+        "tos": None,
+        "source_ip": None,
     }
     takes = {
         "-d": "dev",
@@ -82,13 +103,18 @@ def _parse(args, test):
     while i < len(args):
         arg = args[i]
         key, eq, value = arg.partition("=")
-        if key == "--tclass":
+        if key in ("--tclass", "-T", "--tos", "--source_ip"):
             if not eq:
                 i += 1
                 if i >= len(args):
                     return None
                 value = args[i]
-            opts["tclass"] = int(value)
+            if key == "--source_ip":
+                opts["source_ip"] = value
+            else:
+                opts["tclass" if key == "--tclass" else "tos"] = int(value)
+        elif arg in ("-R", "--rdma_cm"):
+            opts["rdma_cm"] = True
         elif arg in ("-F", "--CPU-freq"):
             pass
         elif arg == "--report_gbits":
@@ -106,6 +132,9 @@ def _parse(args, test):
             sys.stderr.write("%s: unrecognized option '%s'\n Invalid command line. Please check command rerun \n" % (test, arg))
             return None
         i += 1
+    if opts["tos"] is not None and not opts["rdma_cm"]:
+        sys.stdout.write(" TOS only valid for rdma_cm based QP and RawEth QP \n")  # perftest_parameters.c force_dependecies
+        return None
     return opts
 
 
@@ -148,7 +177,101 @@ def _check_device(opts):
     ):
         sys.stderr.write(" Failed to query GID index %d\n Couldn't get context for the device\n" % opts["gid"])
         return None
+    if opts["gid"] < 0 and nic["link_layer"] == "Ethernet":
+        opts["gid"] = _best_gid(nic)
     return nic
+
+
+def _best_gid(nic):
+    """get_best_gid_index(): over the port's table, an IPv4-mapped GID beats one that is not, and
+    among equals RoCE v2 beats v1; empty entries are skipped (their type cannot be read)."""
+    best, best_key = 0, None
+    for index in range(256):
+        gid = _port_attr(nic, "gids/%d" % index, "")
+        if not gid.replace(":", "").strip("0"):
+            continue
+        key = (gid.lower().startswith("0000:0000:0000:0000:0000:ffff:"), _port_attr(nic, "gid_attrs/types/%d" % index) == "RoCE v2")
+        if best_key is None or key > best_key:
+            best, best_key = index, key
+    return best
+
+
+def _fabric():
+    """{RoCE address: the address of the node that answers for it} (the simulated fabric's ARP)."""
+    return load_json(os.path.join(ETC, "fabric.json"), {})
+
+
+def _owner(ip):
+    """This node's NIC whose RoCE address is `ip`, or None."""
+    return next((n for n in _cas() if ip and nic_ipv4(n) == ip), None)
+
+
+def _route(dest):
+    """This node's NIC whose RoCE subnet (/24) holds `dest` (the route's device), or None."""
+    net = dest.rsplit(".", 1)[0] + "." if dest and dest.count(".") == 3 else None
+    return next((n for n in _cas() if net and (nic_ipv4(n) or "").startswith(net)), None)
+
+
+def _cm_fail(side, message):
+    sys.stderr.write(message + CM_TAIL % side)
+    return 1
+
+
+def _cm_client(opts):
+    """rdma_client_connect(): resolve the address (the device is the route's), then connect to
+    the node that answers for it. (nic, conn, peer address) or an exit status."""
+    if opts["source_ip"] is not None and _owner(opts["source_ip"]) is None:
+        return _cm_fail("client", "rdma_resolve_addr failed\n")
+    nic = _owner(opts["source_ip"]) if opts["source_ip"] else _route(opts["host"])
+    peer, route = _fabric().get(opts["host"]), _route(opts["host"])
+    if nic is None or route is None or route["ca"] != nic["ca"] or peer is None or nic_faulted("rdma_cm_unresolved", nic):
+        time.sleep(20)  # 10 resolutions, each waiting its 2000 ms for an answer that never comes
+        return _cm_fail("client", ADDR_ERROR)
+    try:
+        source = os.environ.get("HWSIM_LISTEN_ADDR")
+        conn = socket.create_connection((peer, opts["port"]), timeout=5, source_address=(source, 0) if source else None)
+    except OSError:
+        return _cm_fail("client", REJECTED)
+    conn.settimeout(None)
+    _send(conn, {"cm": opts["host"]})
+    answer = _recv(conn)
+    if answer.get("cm") != "accept":
+        conn.close()
+        if answer.get("cm") == "unresolved":
+            time.sleep(20)
+            return _cm_fail("client", ADDR_ERROR)
+        return _cm_fail("client", REJECTED)
+    return nic, conn, peer
+
+
+def _cm_server(opts, nic):
+    """rdma_server_connect(): bind (any address, or --source_ip), listen, and accept the first
+    connection request for an address this node answers for. (nic, conn, peer) or a status."""
+    if opts["source_ip"] is not None and _owner(opts["source_ip"]) is None:
+        return _cm_fail("server", " rdma_bind_addr failed\n")
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), opts["port"]))
+    lsock.listen(4)
+    try:
+        while True:
+            conn, peer = lsock.accept()
+            try:
+                want = _recv(conn).get("cm")
+            except (OSError, ValueError):
+                conn.close()
+                continue
+            mine = _owner(want)
+            if mine is None or nic_faulted("rdma_cm_unresolved", mine):
+                _send(conn, {"cm": "unresolved"})  # nobody here answers the address resolution
+            elif opts["source_ip"] not in (None, want) or _code(_port_attr(mine, "state")) != 4:
+                _send(conn, {"cm": "reject"})  # bound elsewhere: no listener for that address
+            else:
+                _send(conn, {"cm": "accept"})
+                return mine, conn, peer[0]
+            conn.close()
+    finally:
+        lsock.close()
 
 
 def _gid_line(nic, index):
@@ -181,8 +304,16 @@ def _header(kind, opts, nic, mtu, server):
     if opts["gid"] >= 0:
         out.append(" GID index       : %d" % opts["gid"])
     out.append(" Max inline data : %d[B]" % (0 if kind == "bw" else 220))
-    out.append(" rdma_cm QPs\t : OFF")
-    out.append(" Data ex. method : Ethernet")
+    out.append(" rdma_cm QPs\t : %s" % ("ON" if opts["rdma_cm"] else "OFF"))
+    if not opts["rdma_cm"]:
+        out.append(" Data ex. method : Ethernet")
+    else:
+        line = " Data ex. method : rdma_cm"
+        if opts["tos"] is not None:
+            line += " \tTOS    : %d" % opts["tos"]
+        out.append(line)
+        if server:
+            out += [LINE, " Waiting for client rdma_cm QP to connect", " Please run the same command with the IB/RoCE interface IP"]
     out.append(LINE)
     return out
 
@@ -246,9 +377,11 @@ def _send(conn, data):
 
 
 def _recv(conn):
+    """One message (a JSON line). Read a byte at a time: the next message may follow at once on
+    the same socket and must stay there for the next call."""
     buf = b""
     while not buf.endswith(b"\n"):
-        chunk = conn.recv(65536)
+        chunk = conn.recv(1)
         if not chunk:
             raise OSError("peer closed the connection")
         buf += chunk
@@ -293,10 +426,25 @@ def run(test, args):
     nic = _check_device(opts)
     if nic is None:
         return 1
-    conn, _peer = _connect(opts)
-    if conn is None:
-        return 1
     server = opts["host"] is None
+    if opts["rdma_cm"]:
+        if server:
+            sys.stdout.write(
+                "\n************************************\n* Waiting for client to connect... *\n************************************\n"
+            )
+            sys.stdout.flush()
+        got = _cm_server(opts, nic) if server else _cm_client(opts)
+        if not isinstance(got, tuple):
+            return got
+        nic, conn, peer = got  # the device address resolution chose, not -d
+        if not server:
+            opts["host"] = peer  # the path a slow_link fault names is the partner node's address
+        if nic["link_layer"] == "Ethernet":
+            opts["gid"] = _best_gid(nic)
+    else:
+        conn, _peer = _connect(opts)
+        if conn is None:
+            return 1
     mine = _physics(nic, opts)
     ends = {
         "qpn": random.randrange(0x100, 0xFFFF),

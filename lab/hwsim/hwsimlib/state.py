@@ -38,6 +38,7 @@ FAULTS = {
     "slow_nic": "<ca> moves RDMA traffic at <factor> (default 0.5) of its line rate (perftest)",
     "slow_link": "the path from <ca> to the node at <peer> (address) runs at <factor> (default 0.5) (perftest)",
     "high_latency": "<ca> adds <us> (default 6) microseconds to every RDMA round trip (perftest)",
+    "rdma_cm_unresolved": "<ca>'s RoCE address answers no ARP: RDMA-CM fails, verbs with a GID still work (perftest -R)",
     "slow_gpu_pair": "GPUs <gpu> and <peer> copy at <factor> (default 0.5) of their NVLink speed (nvbandwidth, nccl-tests)",
     "acs_enabled": "the PCIe switch ports above GPU <gpu> have ACS redirect on again (as after a hot reset; pci_sim.py)",
     "iommu_dma": "the IOMMU translates DMA (iommu_groups/*/type DMA-FQ, not passthrough)",
