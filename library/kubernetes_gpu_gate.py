@@ -31,6 +31,12 @@ RETURN = r"""
 allocatable: {description: What the node advertised last (0 when it advertises nothing)., type: int, returned: always}
 ready: {description: Whether the node was Ready., type: bool, returned: always}
 finding: {description: Why the node is kept cordoned (empty when it passed)., type: str, returned: always}
+findings:
+  description:
+    - The finding as the health checks shape theirs (C(kubernetes_gpu_gate)), for the node's verdict and the fleet report.
+    - Empty when the node passed.
+  type: list
+  returned: always
 cordoned: {description: Whether the node is (would be) left cordoned by this gate., type: bool, returned: always}
 """
 
@@ -40,6 +46,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.device_plugin import expected_allocatable
+from ansible.module_utils.rackforge.health import finding
 
 LABEL = "rackforge.io/gpu-gate"
 
@@ -93,7 +100,12 @@ def main():
         rc, out, err = module.run_command([*base, "get", "node", p["node"], "-o", "json"], environ_update=C_ENV)
         if rc != 0 and module.check_mode and "not found" in (out + err).lower():  # the preview of a join
             module.exit_json(
-                changed=False, allocatable=0, ready=False, cordoned=False, finding="%s has not joined yet (check mode)" % p["node"]
+                changed=False,
+                allocatable=0,
+                ready=False,
+                cordoned=False,
+                finding="%s has not joined yet (check mode)" % p["node"],
+                findings=[],
             )
         if rc != 0:
             module.fail_json(msg="kubectl get node %s failed" % p["node"], rc=rc, stdout=out, stderr=err)
@@ -107,7 +119,17 @@ def main():
         time.sleep(3)
     ours = node.get("metadata", {}).get("labels", {}).get(LABEL) == "cordoned"
     unschedulable = bool(node.get("spec", {}).get("unschedulable"))
-    res = {"allocatable": allocatable(node, p["resource"]), "ready": ready(node), "finding": why}
+    res = {"allocatable": allocatable(node, p["resource"]), "ready": ready(node), "finding": why, "findings": []}
+    if why:
+        res["findings"] = [
+            finding(
+                "kubernetes_gpu_gate",
+                "node",
+                "Ready, %d %s allocatable" % (expected, p["resource"]),
+                "%s, %d allocatable" % ("Ready" if res["ready"] else "not Ready", res["allocatable"]),
+                "GPU gate: %s; the node is kept cordoned (label %s=cordoned)" % (why, LABEL),
+            )
+        ]
     if not why:
         if ours and not module.check_mode:
             run("uncordon", p["node"])

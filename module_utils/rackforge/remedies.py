@@ -84,6 +84,9 @@ REMEDIES = {
     "below its rate, or a NIC in a narrow PCIe slot.",
     "rdma_latency": "RDMA write latency above the ceiling: look for congestion (PFC pauses, CNPs), a wrong traffic class, "
     "or a path through extra switch hops.",
+    "kubernetes_gpu_gate": "The node joined but is not Ready or does not advertise all its GPUs (kubectl describe node): check "
+    "the nvidia-device-plugin pod on it (kubectl -n kube-system logs), containerd's nvidia runtime and the driver, then rerun "
+    "playbooks/join.yml; the gate uncordons only a node it cordoned itself (label rackforge.io/gpu-gate).",
     "rdma_cm": "RDMA-CM could not connect the rail to the partner's RoCE address (verbs with a GID may still work): check "
     "the rail's IPv4 address and route (ip addr/route on its netdev), ARP between the rails (arp_ignore/arp_announce on "
     "multi-NIC hosts, the neighbour table), then rerun playbooks/fabric_acceptance.yml.",

@@ -225,16 +225,22 @@ def test_every_gpu_node_advertises_its_gpus_through_the_device_plugin(converged,
     assert gpus_advertised(CP)[0] == 0  # no GPUs, no hardware label: the plugin does not run there
 
 
-def test_a_node_whose_gpus_are_not_advertised_is_cordoned_and_let_back_once_they_are(converged):
+def test_a_node_whose_gpus_are_not_advertised_is_cordoned_and_let_back_once_they_are(converged, tmp_path):
     node = "lab-node2"
     gpus = real_gpus(node)
     on_node(CP, "kubectl", "delete", "daemonset", PLUGIN, "-n", "kube-system")
     try:
         wait_for_gpus(node, 0)
-        res = playbook("playbooks/join.yml", "--limit", "%s,%s" % (node, CP), "-e", "nvidia_device_plugin_gate_timeout=10")
+        limit = "%s,%s" % (node, CP)
+        res = playbook("playbooks/join.yml", "--limit", limit, "-e", "nvidia_device_plugin_gate_timeout=10", report_dir=tmp_path)
         assert res.returncode != 0 and res.recap[node]["failed"] == 1, res.stdout[-3000:]
         assert "advertises 0 nvidia.com/gpu, expected %d" % gpus in res.stdout
         assert gpus_advertised(node) == (0, True, "cordoned")
+        # the finding is in the fleet report and the node's textfile metrics
+        (entry,) = [n for n in json.loads((tmp_path / "fleet.json").read_text())["nodes"] if n["host"] == node]
+        assert entry["status"] == "unhealthy" and [f["check"] for f in entry["health"]["findings"]] == ["kubernetes_gpu_gate"]
+        assert "0 allocatable" in entry["health"]["findings"][0]["observed"]
+        assert "rackforge_node_healthy 0" in on_node(node, "cat", "/var/lib/prometheus/node-exporter/rackforge.prom").stdout
         # the control plane play applies the plugin again; the next join run lets the node back
         res = playbook("playbooks/control_plane.yml", "--limit", CP)
         assert res.returncode == 0 and res.recap[CP]["changed"] >= 1, res.stdout[-3000:]

@@ -348,6 +348,10 @@ def test_gate_cordons_a_node_short_of_gpus_and_lets_it_back_once_they_are_advert
     assert calls.read_text().split("\n")[:-1] == ["get node gpu-1 -o json"]  # check mode changed nothing
     res = run_gate(monkeypatch, capsys, kubectl)
     assert res["failed"] and res["cordoned"] and res["allocatable"] == 0
+    # the finding for the node's verdict and the fleet report, in the health findings' shape
+    (f,) = res["findings"]
+    assert f["check"] == "kubernetes_gpu_gate" and f["expected"] == "Ready, 8 nvidia.com/gpu allocatable"
+    assert f["observed"] == "Ready, 0 allocatable" and "kept cordoned" in f["message"]
     node = json.loads(state.read_text())
     assert node["spec"]["unschedulable"] is True and node["metadata"]["labels"]["rackforge.io/gpu-gate"] == "cordoned"
     res = run_gate(monkeypatch, capsys, kubectl)  # still short, already cordoned: nothing more to do
@@ -355,7 +359,7 @@ def test_gate_cordons_a_node_short_of_gpus_and_lets_it_back_once_they_are_advert
     node["status"]["allocatable"]["nvidia.com/gpu"] = "8"
     state.write_text(json.dumps(node))
     res = run_gate(monkeypatch, capsys, kubectl)
-    assert not res.get("failed") and res["changed"] and res["finding"] == ""
+    assert not res.get("failed") and res["changed"] and res["finding"] == "" and res["findings"] == []
     node = json.loads(state.read_text())
     assert node["spec"]["unschedulable"] is False and "rackforge.io/gpu-gate" not in node["metadata"]["labels"]
     res = run_gate(monkeypatch, capsys, kubectl)
