@@ -19,11 +19,13 @@ description:
     goes over the node address (perftest's default TCP exchange).
   - With O(rdma_cm) on RoCE, each rail then runs C(ib_write_lat -R) once more, its QPs connected
     through RDMA-CM as UCX, NVMe-oF and storage clients connect theirs, with the lossless
-    traffic class as its ToS (C(--tos)): the client binds its rail's RoCE address
-    (C(--source_ip)) and connects to the partner's, read from the GID perftest printed for the
-    partner in the bandwidth run. A pair whose verbs pass but whose addresses do not resolve (ARP,
-    routes, an address missing on a rail) fails with the finding C(rdma_cm). InfiniBand rails
-    are not run through RDMA-CM (they would need IPoIB addresses, which rackforge does not set).
+    traffic class as its ToS (C(--tos)): the client connects to the partner's RoCE address of
+    that rail, read from the GID perftest printed for the partner in the bandwidth run, and the
+    route decides the device; the run counts only when perftest's local GID is this rail's
+    address (a route through another NIC is a problem, not a pass). A pair whose verbs pass but
+    whose addresses do not resolve (ARP, routes, an address missing on a rail) fails with the
+    finding C(rdma_cm). InfiniBand rails are not run through RDMA-CM (they would need IPoIB
+    addresses, which rackforge does not set).
   - Changes nothing on the node; a run that cannot start (no such device, no RoCE v2 GID, the
     partner never connecting) is recorded with its evidence. Every node must have C(rails) and
     C(rate_gbps) in O(nodes), else the module fails before any run.
@@ -174,8 +176,10 @@ class Runner:
         p = self.p
         argv = [self.bins[test if test != CM else "ib_write_lat"], "-d", rail["ca"], "-i", "1", "-F", "-p", str(p["port"] + index)]
         if test == CM:
-            # RDMA-CM chooses the GID and takes the traffic class from the ToS (--tclass is not used)
-            argv += ["-R", "--source_ip", rail["address"]]
+            # RDMA-CM chooses the device and GID by the route, and takes the traffic class from the
+            # ToS (--tclass is not used). No source address: perftest 4.5's --source_ip is the
+            # raw-Ethernet option and binds nothing, so the verdict checks the device the route chose.
+            argv += ["-R"]
             if p["traffic_class"] is not None:
                 argv.append("--tos=%d" % p["traffic_class"])
             return argv + ([host] if host else [])
@@ -255,7 +259,7 @@ def _evidence(runs):
     )
 
 
-def verdict(runs, line_rate, p):
+def verdict(runs, line_rate, p, rail_address=None):
     parsed = {t: [] for t in (*TESTS, CM)}
     problems = []
     for run in runs:
@@ -268,7 +272,15 @@ def verdict(runs, line_rate, p):
             problems.append("%s failed (rc %s): %s" % (label, rc, (err or out).strip()[-300:]))
             continue
         try:
-            parsed[test].append(parse_perftest(out))
+            result = parse_perftest(out)
+            local = gid_addresses(out)["local"] if test == CM else rail_address
+            if local != rail_address:
+                problems.append(
+                    "ib_write_lat -R (RDMA-CM) connected from %s, not from this rail's address %s: the route to the partner's "
+                    "RoCE address leaves through another NIC" % (local, rail_address)
+                )
+                continue
+            parsed[test].append(result)
         except ParseError as exc:
             problems.append("%s printed what does not parse: %s" % (test, exc))
     cm_runs = parsed[CM] if cm_due(p) else None
@@ -342,7 +354,7 @@ def main():
                 entry["evidence"] = _evidence(runs)
                 served.append(entry)
             else:
-                entry.update(verdict(runs, line_rate, p))
+                entry.update(verdict(runs, line_rate, p, rails[index]["address"] if index < len(rails) else None))
                 entry["line_rate_gbps"] = line_rate
                 if not entry["ok"]:
                     entry["evidence"] = _evidence(runs)

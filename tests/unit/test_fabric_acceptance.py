@@ -15,7 +15,7 @@ import pytest
 from ansible.module_utils.rackforge.acceptance_report import fleet_verdict, metrics, render_markdown
 from ansible.module_utils.rackforge.nccl import parse_nccl_tests
 from ansible.module_utils.rackforge.nvbandwidth import parse_nvbandwidth
-from ansible.module_utils.rackforge.perftest import parse_perftest
+from ansible.module_utils.rackforge.perftest import gid_addresses, parse_perftest
 from conftest import fixture
 from hwsim_helper import Sim
 from test_modules import run_module
@@ -178,7 +178,7 @@ def cm_run(server, client, host, port, extra=(), server_extra=()):
 
 def test_simulated_rdma_cm_matches_the_real_capture_and_routes_by_the_roce_address(tmp_path):
     a, b = cm_pair(tmp_path)
-    res, srv = cm_run(b, a, "10.100.0.2", 19610, ["--source_ip", "10.100.0.1"], ["--source_ip", "10.100.0.2"])
+    res, srv = cm_run(b, a, "10.100.0.2", 19610)
     if res.returncode:
         srv.kill()
     server_out, server_err = srv.communicate(timeout=30)
@@ -199,10 +199,15 @@ def test_simulated_rdma_cm_matches_the_real_capture_and_routes_by_the_roce_addre
     ]
     assert "Waiting for client rdma_cm QP to connect" in server_out and parse_perftest(server_out)["rows"]
 
-    # address resolution picks the device: rail 1's address goes over mlx5_1 whatever -d says
+    # perftest 4.5 -R on a RoCE port without -x: the best GID (RoCE v2, IPv4), no RKey/VAddr
+    assert "RKey" not in res.stdout and " PCIe relax order: OFF" in res.stdout
+
+    # address resolution picks the QPs' device: rail 1's address goes over mlx5_1, whatever -d
+    # says (the banner still names -d's device, as perftest 4.5 prints ib_devname)
     res, srv = cm_run(b, a, "10.101.0.2", 19611)
     srv.communicate(timeout=30)
-    assert res.returncode == 0 and parse_perftest(res.stdout)["device"] == "mlx5_1", res.stderr
+    assert res.returncode == 0 and parse_perftest(res.stdout)["device"] == "mlx5_0", res.stderr
+    assert gid_addresses(res.stdout) == {"local": "10.101.0.1", "remote": "10.101.0.2"}
 
 
 def test_simulated_rdma_cm_fails_as_the_real_one(tmp_path):
@@ -210,8 +215,13 @@ def test_simulated_rdma_cm_fails_as_the_real_one(tmp_path):
     argv = ["ib_write_lat", "-d", "mlx5_0", "-p", "19612", "-R"]
     res = subprocess.run([*argv, "10.100.0.2"], env=a.env, capture_output=True, text=True, check=False)
     assert res.returncode == 1 and res.stderr.startswith("Unexpected CM event bl blka 8\n Unable to perform rdma_client function")
-    res = subprocess.run([*argv, "--source_ip", "10.200.0.9"], env=b.env, capture_output=True, text=True, check=False)
-    assert res.returncode == 1 and " rdma_bind_addr failed" in res.stderr
+    # perftest 4.5's --source_ip is the raw-Ethernet option: an IPv4 address is checked, then unused
+    res = subprocess.run([*argv, "--source_ip", "10.200.0"], env=b.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and " Invalid client IP address" in res.stderr
+    # an address no rail routes to: the route's netdev has no RDMA device, it fails at once
+    started = time.time()
+    res = subprocess.run([*argv, "10.89.77.12"], env=a.env, capture_output=True, text=True, check=False)
+    assert res.returncode == 1 and res.stderr.startswith("Received 10 times ADDR_ERROR") and time.time() - started < 10
     res = subprocess.run(["ib_write_lat", "--tos", "104", "10.100.0.2"], env=a.env, capture_output=True, text=True, check=False)
     assert res.returncode == 1 and "TOS only valid for rdma_cm based QP" in res.stdout
     b.run("hwsim", "fault", "add", "rdma_cm_unresolved", "ca=mlx5_0")
@@ -288,7 +298,7 @@ def test_rdma_cm_catches_a_rail_whose_address_does_not_resolve_and_only_its_node
     for p in pairs:
         if not p["ok"]:
             assert p["bw_gbps"] > 385 and [f["check"] for f in p["findings"]] == ["rdma_cm"]
-            assert "Received 10 times ADDR_ERROR" in p["problems"][0] and "-R --source_ip 10.101.0." in p["evidence"][0]["command"]
+            assert "Received 10 times ADDR_ERROR" in p["problems"][0] and " -R 10.101.0." in p["evidence"][0]["command"]
     report = fleet_verdict({n: {"rdma": r, "nvlink": None} for n, r in res.items()})
     assert [n for n, d in report["nodes"].items() if d["findings"]] == ["n2"]
     assert report["nodes"]["n2"]["findings"][0]["component"] == "rail 1"

@@ -16,12 +16,16 @@ write_lat.c, perftest_parameters.c ctx_print_test_info, perftest_communication.c
 - -R (--rdma_cm): the QPs are connected through RDMA-CM, the exchange is "rdma_cm" (no TCP
   socket of perftest's own). The client names the partner by its RoCE address (the IP behind the
   partner's GID, "Please run the same command with the IB/RoCE interface IP"); address resolution
-  decides the device (the NIC whose subnet holds the address, or the one --source_ip names),
-  not -d. An address no NIC routes to, or that nobody answers for, fails after 10 x 2 s with
-  "Received 10 times ADDR_ERROR"; a partner with no listener rejects ("Unexpected CM event bl blka
-  8", RDMA_CM_EVENT_REJECTED); a server --source_ip that is no RDMA address fails rdma_bind_addr.
-  -T/--tos is only valid with -R (perftest exits otherwise) and shows as "TOS    : N"; the server
-  prints "Waiting for client rdma_cm QP to connect" in its banner.
+  decides the QPs' device (the NIC whose subnet holds the address), not -d, whose name, MTU and
+  link type the banner still prints; the GID lines are the resolved device's. The server binds
+  every address and accepts on any rail. --source_ip is, in 4.5, the raw-Ethernet option
+  (getopt_long matches it first): checked as an IPv4 address, then unused. An address whose
+  route has no RDMA device fails at once with "Received 10 times ADDR_ERROR", one on a rail's
+  subnet that nobody answers (or a node that is down) after 10 x 2 s; a partner with no listener
+  rejects ("Unexpected CM event bl blka 8", RDMA_CM_EVENT_REJECTED). -T/--tos is only valid
+  with -R (perftest exits otherwise) and shows as "TOS    : N"; the server prints "Waiting for
+  client rdma_cm QP to connect" in its banner. With -R the address lines have no RKey/VAddr
+  (the exchange posts SENDs); ib_write_lat prints "PCIe relax order: OFF".
 What is simulated: the numbers. Bandwidth is 98 % of the slower NIC's line rate (100G RoCE
 captures in tests/fixtures/realworld/perftest read 98.03 Gb/s) and latency 1.9 us (2-byte RDMA
 write, same fabric class), with a small per-run jitter, changed by the faults slow_nic, slow_link
@@ -103,13 +107,19 @@ def _parse(args, test):
     while i < len(args):
         arg = args[i]
         key, eq, value = arg.partition("=")
-        if key in ("--tclass", "-T", "--tos", "--source_ip"):
+        if key.startswith("-T") and len(key) > 2 and key[2:].isdigit():  # -T104
+            opts["tos"] = int(key[2:])
+        elif key in ("--tclass", "-T", "--tos", "--source_ip"):
             if not eq:
                 i += 1
                 if i >= len(args):
                     return None
                 value = args[i]
             if key == "--source_ip":
+                # getopt_long matches the raw-Ethernet option source_ip ('j') first: only checked
+                if value.count(".") != 3 or not all(x.isdigit() and int(x) < 256 for x in value.split(".")):
+                    sys.stderr.write(" Invalid client IP address\n")
+                    return None
                 opts["source_ip"] = value
             else:
                 opts["tclass" if key == "--tclass" else "tos"] = int(value)
@@ -177,6 +187,7 @@ def _check_device(opts):
     ):
         sys.stderr.write(" Failed to query GID index %d\n Couldn't get context for the device\n" % opts["gid"])
         return None
+    opts["gid_user"] = opts["gid"] >= 0
     if opts["gid"] < 0 and nic["link_layer"] == "Ethernet":
         opts["gid"] = _best_gid(nic)
     return nic
@@ -218,20 +229,25 @@ def _cm_fail(side, message):
 
 
 def _cm_client(opts):
-    """rdma_client_connect(): resolve the address (the device is the route's), then connect to
-    the node that answers for it. (nic, conn, peer address) or an exit status."""
-    if opts["source_ip"] is not None and _owner(opts["source_ip"]) is None:
-        return _cm_fail("client", "rdma_resolve_addr failed\n")
-    nic = _owner(opts["source_ip"]) if opts["source_ip"] else _route(opts["host"])
-    peer, route = _fabric().get(opts["host"]), _route(opts["host"])
-    if nic is None or route is None or route["ca"] != nic["ca"] or peer is None or nic_faulted("rdma_cm_unresolved", nic):
-        time.sleep(20)  # 10 resolutions, each waiting its 2000 ms for an answer that never comes
+    """rdma_client_connect(): resolve the address with no source (perftest 4.5's --source_ip is
+    the raw-Ethernet option -j, stored and never used here, so routing picks the device), then
+    connect to the node that answers for it. (nic, conn, peer address) or an exit status."""
+    nic, peer = _route(opts["host"]), _fabric().get(opts["host"])
+    if nic is None:
+        # the route leaves through a netdev without an RDMA device (the management NIC's default
+        # route): each resolution fails at once
+        return _cm_fail("client", ADDR_ERROR)
+    if peer is None or nic_faulted("rdma_cm_unresolved", nic):
+        time.sleep(20)  # on a rail's subnet, nobody answers ARP: 10 resolutions of 2000 ms each
         return _cm_fail("client", ADDR_ERROR)
     try:
         source = os.environ.get("HWSIM_LISTEN_ADDR")
         conn = socket.create_connection((peer, opts["port"]), timeout=5, source_address=(source, 0) if source else None)
+    except ConnectionRefusedError:
+        return _cm_fail("client", REJECTED)  # the node is there, nobody listens on that port
     except OSError:
-        return _cm_fail("client", REJECTED)
+        time.sleep(15)  # the node is down: its ARP never answers
+        return _cm_fail("client", ADDR_ERROR)
     conn.settimeout(None)
     _send(conn, {"cm": opts["host"]})
     answer = _recv(conn)
@@ -244,11 +260,10 @@ def _cm_client(opts):
     return nic, conn, peer
 
 
-def _cm_server(opts, nic):
-    """rdma_server_connect(): bind (any address, or --source_ip), listen, and accept the first
-    connection request for an address this node answers for. (nic, conn, peer) or a status."""
-    if opts["source_ip"] is not None and _owner(opts["source_ip"]) is None:
-        return _cm_fail("server", " rdma_bind_addr failed\n")
+def _cm_server(opts):
+    """rdma_server_connect(): bind the port on every address (perftest 4.5 binds no source),
+    listen, and accept the first connection request for an address this node answers for, on
+    whichever rail it arrives. (nic, conn, peer) or an exit status."""
     lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), opts["port"]))
@@ -264,8 +279,8 @@ def _cm_server(opts, nic):
             mine = _owner(want)
             if mine is None or nic_faulted("rdma_cm_unresolved", mine):
                 _send(conn, {"cm": "unresolved"})  # nobody here answers the address resolution
-            elif opts["source_ip"] not in (None, want) or _code(_port_attr(mine, "state")) != 4:
-                _send(conn, {"cm": "reject"})  # bound elsewhere: no listener for that address
+            elif _code(_port_attr(mine, "state")) != 4:
+                _send(conn, {"cm": "reject"})
             else:
                 _send(conn, {"cm": "accept"})
                 return mine, conn, peer[0]
@@ -293,7 +308,8 @@ def _header(kind, opts, nic, mtu, server):
     out.append(" Dual-port       : OFF\t\tDevice         : %s" % nic["ca"])
     out.append(" Number of qps   : 1\t\tTransport type : IB")
     out.append(" Connection type : RC\t\tUsing SRQ      : OFF")
-    out.append(" PCIe relax order: ON")  # disable_pcir is 0 unless --disable_pcie_relaxed
+    # disable_pcir is 0 unless --disable_pcie_relaxed; write_lat.c always sets it (it polls the last byte)
+    out.append(" PCIe relax order: %s" % ("ON" if kind == "bw" else "OFF"))
     out.append(" ibv_wr* API     : ON")
     if not server:
         out.append(" TX depth        : %d" % (128 if kind == "bw" else 1))
@@ -433,15 +449,19 @@ def run(test, args):
                 "\n************************************\n* Waiting for client to connect... *\n************************************\n"
             )
             sys.stdout.flush()
-        got = _cm_server(opts, nic) if server else _cm_client(opts)
+        got = _cm_server(opts) if server else _cm_client(opts)
         if not isinstance(got, tuple):
             return got
-        nic, conn, peer = got  # the device address resolution chose, not -d
+        # the QPs are on the device address resolution chose; the banner's Device, Mtu and Link
+        # type stay those of -d (perftest 4.5 prints ib_devname and checked the link on it)
+        cm_nic, conn, peer = got
         if not server:
             opts["host"] = peer  # the path a slow_link fault names is the partner node's address
-        if nic["link_layer"] == "Ethernet":
-            opts["gid"] = _best_gid(nic)
+        if cm_nic["link_layer"] == "Ethernet" and not opts["gid_user"]:
+            opts["gid"] = _best_gid(cm_nic)
+        dev_nic, nic = nic, cm_nic
     else:
+        dev_nic = nic
         conn, _peer = _connect(opts)
         if conn is None:
             return 1
@@ -457,12 +477,13 @@ def run(test, args):
         theirs = _recv(conn)
         if kind == "bw":
             time.sleep(1)  # write_bw.c sleeps 1 s after establishing the connection (write_lat.c does not)
-        mtu = min(mine["mtu"], theirs["physics"]["mtu"])
-        out = _header(kind, opts, nic, mtu, server)
-        out.append(_addr("local", ends, kind == "bw"))
+        mtu = min(_active_mtu(dev_nic), theirs["physics"]["mtu"])
+        out = _header(kind, opts, dev_nic, mtu, server)
+        rdma_fmt = kind == "bw" and not opts["rdma_cm"]  # with -R the exchange's verb is SEND: no RKey/VAddr
+        out.append(_addr("local", ends, rdma_fmt))
         if opts["gid"] >= 0:
             out.append(_gid_line(nic, opts["gid"]))
-        out.append(_addr("remote", theirs["ends"], kind == "bw"))
+        out.append(_addr("remote", theirs["ends"], rdma_fmt))
         if opts["gid"] >= 0 and theirs.get("gid"):
             out.append(theirs["gid"])
         out += [LINE, (BW_FMT if opts["gbits"] else BW_FMT_MB) if kind == "bw" else LAT_FMT]
