@@ -1,0 +1,286 @@
+"""Pure decisions of model storage on GPU nodes (no I/O): the NFS mount's options and unit, and
+which NVMe namespaces the local cache may use.
+
+Groundwork of issue 23: no role calls this yet (the model_storage role, its lab NFS server and the
+simulated block devices are not built); what is here is held to the real tools and sources named
+below, so the role can be built on it.
+
+Public API:
+
+- systemd_escape_path(path) -> str: the unit name stem of a mount point, as `systemd-escape
+  --path` prints it (/models -> "models", /srv/model-cache -> "srv-model\\x2dcache").
+- nfs_option_problems(options) -> [str]: why the kernel's NFS client (fs/nfs/fs_context.c,
+  nfs_fs_parameters) or mount(8)/systemd would refuse or mis-read these options; [] when none.
+- nfs_mount_unit(server, export, where, options, timeout_s) -> str: the systemd .mount unit.
+- parse_lsblk(text) -> [dict]: `lsblk -J -b -o NAME,TYPE,MODEL,SERIAL,SIZE,FSTYPE,PTTYPE,MOUNTPOINTS`
+  (util-linux 2.38, Debian 12) flattened: {name, type, model, serial, size, fstype, pttype,
+  mountpoints, parent}.
+- select_cache_devices(devices, patterns, wipe_ok=False, ours=()) -> {"selected", "problems"}:
+  the whole NVMe disks whose model and serial match a pattern ({"model": glob, "serial": glob}),
+  in serial order (a stable identity: /dev/nvmeXn1 numbers change between boots); a disk that
+  holds the root filesystem, anything mounted, a partition table or a filesystem rackforge did
+  not make (ours: the md array's member signature) is a problem, unless wipe_ok allows the last
+  two.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+
+# fs/nfs/fs_context.c nfs_fs_parameters (Linux 6.1, Debian 12's kernel): name -> kind.
+# "flag": no value; "flag_no": no value, "no" prefix allowed; "u32"; "string"; "enum" (values below).
+_NFS = {
+    "ac": "flag_no",
+    "acdirmax": "u32",
+    "acdirmin": "u32",
+    "acl": "flag_no",
+    "acregmax": "u32",
+    "acregmin": "u32",
+    "actimeo": "u32",
+    "addr": "string",
+    "bg": "flag",
+    "bsize": "u32",
+    "clientaddr": "string",
+    "cto": "flag_no",
+    "fg": "flag",
+    "fsc": "flag_no_or_string",
+    "hard": "flag",
+    "local_lock": "enum",
+    "lock": "flag_no",
+    "lookupcache": "enum",
+    "migration": "flag_no",
+    "minorversion": "u32",
+    "mountaddr": "string",
+    "mounthost": "string",
+    "mountport": "u32",
+    "mountproto": "enum",
+    "mountvers": "u32",
+    "namlen": "u32",
+    "nconnect": "u32",
+    "nfsvers": "enum",
+    "port": "u32",
+    "posix": "flag_no",
+    "proto": "enum",
+    "rdirplus": "flag_no",
+    "rdma": "flag",
+    "resvport": "flag_no",
+    "retrans": "u32",
+    "retry": "string",
+    "rsize": "u32",
+    "sec": "string",
+    "sharecache": "flag_no",
+    "sloppy": "flag",
+    "soft": "flag",
+    "softerr": "flag",
+    "softreval": "flag",
+    "tcp": "flag",
+    "timeo": "u32",
+    "udp": "flag",
+    "v2": "flag",
+    "v3": "flag",
+    "v4": "flag",
+    "v4.0": "flag",
+    "v4.1": "flag",
+    "v4.2": "flag",
+    "vers": "enum",
+    "write": "enum",
+    "wsize": "u32",
+}
+_VERS = ("2", "3", "4", "4.0", "4.1", "4.2")
+_XPRT = ("rdma", "rdma6", "tcp", "tcp6", "udp", "udp6")
+_ENUMS = {
+    "local_lock": ("all", "flock", "posix", "none"),
+    "lookupcache": ("all", "none", "pos", "positive"),
+    "write": ("lazy", "eager", "wait"),
+    "vers": _VERS,
+    "nfsvers": _VERS,
+    "proto": _XPRT,
+    "mountproto": ("tcp", "tcp6", "udp", "udp6"),  # rdma is not used for side protocols
+}
+_SEC = ("krb5", "krb5i", "krb5p", "lkey", "lkeyi", "lkeyp", "none", "null", "spkm3", "spkm3i", "spkm3p", "sys")
+# bounds the kernel checks (out_of_bounds): NFS_MAX_CONNECTIONS is 16
+_BOUNDS = {"nconnect": (1, 16), "port": (0, 65535), "mountport": (0, 65535), "timeo": (1, 2**31 - 1), "retrans": (0, 2**31 - 1)}
+# options mount(8) and the VFS take before the NFS client sees the rest, and systemd's own
+_GENERIC_FLAGS = {"ro", "rw", "noatime", "relatime", "nodiratime", "strictatime", "nodev", "nosuid", "noexec", "sync", "async"}
+_GENERIC_FLAGS |= {"defaults", "auto", "noauto", "nofail", "_netdev", "user", "nouser"}
+_SYSTEMD_VALUED = {"x-systemd.mount-timeout", "x-systemd.idle-timeout", "x-systemd.device-timeout", "x-systemd.requires"}
+_SYSTEMD_VALUED |= {"x-systemd.after", "x-systemd.before", "x-systemd.wanted-by", "x-systemd.required-by"}
+_SYSTEMD_FLAGS = {"x-systemd.automount", "x-systemd.growfs", "x-systemd.makefs"}
+
+
+def systemd_escape_path(path):
+    """`systemd-escape --path`: the path simplified (repeated and trailing "/" dropped), "/" ->
+    "-", the root "/" -> "-"; ASCII letters, digits, ":", "_" and "." (not leading) kept, every
+    other byte as \\xNN. ValueError on a relative path or one with "." / ".." components."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        raise ValueError("not an absolute path: %r" % (path,))
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        raise ValueError("path has . or .. components: %r" % (path,))
+    if not parts:
+        return "-"
+    out = []
+    for i, byte in enumerate("/".join(parts).encode("utf-8")):
+        ch = chr(byte)
+        if ch == "/":
+            out.append("-")
+        elif (ch.isascii() and ch.isalnum()) or ch in ":_" or (ch == "." and i > 0):
+            out.append(ch)
+        else:
+            out.append("\\x%02x" % byte)
+    return "".join(out)
+
+
+def nfs_option_problems(options):
+    """[why] for every option the kernel's NFS client, mount(8) or systemd would refuse, and for
+    contradictions (hard with soft, ro with rw, two versions); [] when the options are sound."""
+    problems, seen = [], {}
+    for raw in options:
+        if not isinstance(raw, str) or not raw or "," in raw or any(c.isspace() for c in raw):
+            problems.append("%r is not one mount option (no commas, spaces or empty entries)" % (raw,))
+            continue
+        name, eq, value = raw.partition("=")
+        if name in _GENERIC_FLAGS or name in _SYSTEMD_FLAGS:
+            if eq:
+                problems.append("%s takes no value (got %r)" % (name, raw))
+            seen[name] = raw
+            continue
+        if name in _SYSTEMD_VALUED:
+            if not value:
+                problems.append("%s needs a value" % name)
+            seen[name] = raw
+            continue
+        kind = _NFS.get(name)
+        base = name[2:] if name.startswith("no") else None
+        if kind is None and base and _NFS.get(base) in ("flag_no", "flag_no_or_string"):
+            if eq:
+                problems.append("%s takes no value (got %r)" % (name, raw))
+            seen[base] = "no"
+            continue
+        if kind is None:
+            problems.append("%s is not an option the kernel's NFS client knows (fs/nfs/fs_context.c)" % name)
+            continue
+        seen[name] = value
+        if kind in ("flag", "flag_no"):
+            if eq:
+                problems.append("%s takes no value (got %r)" % (name, raw))
+        elif kind == "u32":
+            if not value.isdigit() or int(value) > 2**32 - 1:
+                problems.append("%s needs a whole number (got %r)" % (name, raw))
+            elif name in _BOUNDS and not _BOUNDS[name][0] <= int(value) <= _BOUNDS[name][1]:
+                problems.append("%s=%s is out of range (%d..%d)" % (name, value, _BOUNDS[name][0], _BOUNDS[name][1]))
+        elif kind == "enum":
+            if value not in _ENUMS[name]:
+                problems.append("%s must be one of %s (got %r)" % (name, ", ".join(_ENUMS[name]), raw))
+        elif kind == "string" and not value:
+            problems.append("%s needs a value" % name)
+        if name == "sec" and value:
+            bad = [f for f in value.split(":") if f and f not in _SEC]
+            if bad:
+                problems.append("sec=%s: %s not a security flavor the kernel knows (%s)" % (value, ", ".join(bad), ", ".join(_SEC)))
+    for a, b in (("hard", "soft"), ("hard", "softerr"), ("ro", "rw"), ("tcp", "udp")):
+        if a in seen and b in seen:
+            problems.append("%s and %s contradict each other" % (a, b))
+    versions = [n for n in ("v2", "v3", "v4", "v4.0", "v4.1", "v4.2", "vers", "nfsvers") if n in seen]
+    if len(versions) > 1:
+        problems.append("more than one NFS version is given (%s)" % ", ".join(versions))
+    return problems
+
+
+def nfs_mount_unit(server, export, where, options, timeout_s):
+    """The systemd .mount unit (its name: systemd_escape_path(where) + ".mount") of an NFS export,
+    ordered after the network is online and pulled in by remote-fs.target."""
+    host = "[%s]" % server if ":" in server else server  # an IPv6 address in brackets (nfs_parse_source)
+    return (
+        "# rackforge: the model share (model_storage)\n"
+        "[Unit]\n"
+        "Description=Model weights from %s:%s\n"
+        "Wants=network-online.target\n"
+        "After=network-online.target\n"
+        "\n"
+        "[Mount]\n"
+        "What=%s:%s\n"
+        "Where=%s\n"
+        "Type=nfs\n"
+        "Options=%s\n"
+        "TimeoutSec=%d\n"
+        "\n"
+        "[Install]\n"
+        "WantedBy=remote-fs.target\n"
+    ) % (server, export, host, export, where, ",".join(options), int(timeout_s))
+
+
+def parse_lsblk(text):
+    """`lsblk -J -b -o NAME,TYPE,MODEL,SERIAL,SIZE,FSTYPE,PTTYPE,MOUNTPOINTS` -> flat list, each
+    child with its parent's name; ValueError when the text is not that JSON."""
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("lsblk printed no JSON: %s" % exc) from None
+    if not isinstance(data, dict) or not isinstance(data.get("blockdevices"), list):
+        raise ValueError("lsblk JSON has no blockdevices list")
+    out = []
+
+    def walk(node, parent):
+        if not isinstance(node, dict) or "name" not in node or "type" not in node:
+            raise ValueError("lsblk entry without name or type: %r" % (node,))
+        mounts = node.get("mountpoints", [node.get("mountpoint")])
+        out.append(
+            {
+                "name": node["name"],
+                "type": node["type"],
+                "model": (node.get("model") or "").strip() or None,
+                "serial": (node.get("serial") or "").strip() or None,
+                "size": int(node.get("size") or 0),
+                "fstype": node.get("fstype"),
+                "pttype": node.get("pttype"),
+                "mountpoints": [m for m in mounts or [] if m],
+                "parent": parent,
+            }
+        )
+        for child in node.get("children") or []:
+            walk(child, node["name"])
+
+    for node in data["blockdevices"]:
+        walk(node, None)
+    return out
+
+
+def _descendants(devices, name):
+    kids = [d for d in devices if d["parent"] == name]
+    return kids + [k for kid in kids for k in _descendants(devices, kid["name"])]
+
+
+def select_cache_devices(devices, patterns, wipe_ok=False, ours=()):
+    """The cache's disks (see the module docstring): {"selected": [device], "problems": [why]}."""
+    selected, problems = [], []
+    for dev in devices:
+        if dev["type"] != "disk" or not dev["name"].startswith("nvme"):
+            continue
+        if not any(
+            fnmatch.fnmatchcase(dev["model"] or "", p.get("model") or "*")
+            and fnmatch.fnmatchcase(dev["serial"] or "", p.get("serial") or "*")
+            for p in patterns
+        ):
+            continue
+        below = _descendants(devices, dev["name"])
+        mounts = dev["mountpoints"] + [m for d in below for m in d["mountpoints"]]
+        label = "%s (model %s, serial %s)" % (dev["name"], dev["model"], dev["serial"])
+        if "/" in mounts:
+            problems.append("%s holds the root filesystem: never a cache device" % label)
+            continue
+        if mounts:
+            problems.append("%s is in use (mounted at %s)" % (label, ", ".join(sorted(mounts))))
+            continue
+        signature = dev["pttype"] or dev["fstype"]
+        if signature and dev["fstype"] not in ours and not wipe_ok:
+            problems.append(
+                "%s holds a %s that rackforge did not make; set model_storage_wipe_ok: true to let it be erased"
+                % (label, "partition table (%s)" % dev["pttype"] if dev["pttype"] else "filesystem (%s)" % dev["fstype"])
+            )
+            continue
+        selected.append(dev)
+    if not selected and not problems:
+        problems.append("no NVMe disk matches the patterns %s" % json.dumps(patterns, sort_keys=True))
+    return {"selected": sorted(selected, key=lambda d: (d["serial"] or "", d["name"])), "problems": problems}

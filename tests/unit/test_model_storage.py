@@ -1,0 +1,164 @@
+"""model_storage.py: the groundwork of the model_storage role (issue 23), held to the real tools
+here (systemd-escape, systemd-analyze, lsblk 2.38.1's JSON in tests/fixtures/captured) and to the
+kernel's NFS option table (fs/nfs/fs_context.c)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from ansible.module_utils.rackforge import model_storage as M
+from conftest import ROOT
+
+CAPTURED = ROOT / "tests" / "fixtures" / "captured"
+PATHS = [
+    "/models",
+    "/srv/model-cache",
+    "/",
+    "//a//b/",
+    "/a b/c.d",
+    "/.hidden/x",
+    "/a/.b",
+    "/ünï",
+    "/a:b_c",
+    "/x-y/z\\w",
+    "/mnt/nvme_cache-0",
+]
+
+
+@pytest.mark.skipif(not shutil.which("systemd-escape"), reason="systemd-escape is not installed")
+@pytest.mark.parametrize("path", PATHS)
+def test_unit_names_are_what_the_real_systemd_escape_prints(path):
+    real = subprocess.run(["systemd-escape", "--path", path], capture_output=True, text=True, check=True).stdout.strip()
+    assert M.systemd_escape_path(path) == real
+
+
+def test_escape_refuses_what_is_not_a_mount_point():
+    for bad in ("models", "/a/../etc", "/a/./b", None):
+        with pytest.raises(ValueError):
+            M.systemd_escape_path(bad)
+
+
+def test_the_options_operators_tune_pass():
+    good = ["vers=4.2", "nconnect=16", "rsize=1048576", "wsize=1048576", "hard", "ro", "noatime", "_netdev", "proto=tcp"]
+    good += ["x-systemd.mount-timeout=30s", "timeo=600", "retrans=2", "fsc", "lookupcache=positive", "sec=sys", "nofail"]
+    assert M.nfs_option_problems(good) == []
+    assert M.nfs_option_problems(["v4.1", "noac", "nocto", "fsc=models", "local_lock=none", "proto=rdma", "port=20049"]) == []
+
+
+@pytest.mark.parametrize(
+    "options, why",
+    [
+        (["nconnect=17"], "nconnect=17 is out of range (1..16)"),  # NFS_MAX_CONNECTIONS
+        (["nconnect=0"], "out of range (1..16)"),
+        (["timeo=0"], "timeo=0 is out of range"),
+        (["vers=4.3"], "vers must be one of 2, 3, 4, 4.0, 4.1, 4.2"),
+        (["proto=sctp"], "proto must be one of"),
+        (["mountproto=rdma"], "mountproto must be one of"),
+        (["rsize=1M"], "rsize needs a whole number"),
+        (["hard=1"], "hard takes no value"),
+        (["nohard"], "nohard is not an option"),  # hard is a plain flag: no "no" form
+        (["nconect=8"], "nconect is not an option the kernel's NFS client knows"),
+        (["sec=krb6"], "krb6 not a security flavor"),
+        (["hard", "soft"], "hard and soft contradict"),
+        (["ro", "rw"], "ro and rw contradict"),
+        (["vers=4.2", "v4.1"], "more than one NFS version"),
+        (["ro,hard"], "is not one mount option"),
+        (["x-systemd.mount-timeout="], "x-systemd.mount-timeout needs a value"),
+    ],
+)
+def test_options_the_kernel_or_mount_would_refuse_are_named(options, why):
+    problems = M.nfs_option_problems(options)
+    assert any(why in p for p in problems), problems
+
+
+def test_the_mount_unit_is_one_systemd_accepts(tmp_path):
+    text = M.nfs_mount_unit("10.0.0.5", "/export/models", "/models", ["vers=4.2", "nconnect=8", "hard", "ro", "_netdev"], 60)
+    assert "What=10.0.0.5:/export/models\nWhere=/models\nType=nfs\nOptions=vers=4.2,nconnect=8,hard,ro,_netdev\n" in text
+    assert "WantedBy=remote-fs.target" in text and "After=network-online.target" in text
+    assert "What=[fd00::5]:/m\n" in M.nfs_mount_unit("fd00::5", "/m", "/models", ["vers=4.2"], 60)
+    if shutil.which("systemd-analyze"):
+        # the real systemd-analyze reads the unit; its name must match Where= (systemd refuses a mismatch)
+        unit = tmp_path / (M.systemd_escape_path("/models") + ".mount")
+        unit.write_text(text)
+        res = subprocess.run(["systemd-analyze", "verify", "--man=no", str(unit)], capture_output=True, text=True, check=False)
+        assert "Where= setting doesn't match unit name" not in res.stderr and "Unknown" not in res.stderr, res.stderr
+        wrong = tmp_path / "other.mount"
+        wrong.write_text(text)
+        res = subprocess.run(["systemd-analyze", "verify", "--man=no", str(wrong)], capture_output=True, text=True, check=False)
+        assert res.returncode != 0 and "doesn't match unit name" in res.stderr, res.stderr
+
+
+def real_lsblk():
+    return (CAPTURED / "lsblk-J-debian12-vm.txt").read_text()
+
+
+def with_nvme(extra):
+    """The real capture (lsblk 2.38.1 on a VM, no NVMe) with NVMe entries added in its layout."""
+    data = json.loads(real_lsblk())
+    data["blockdevices"] += extra
+    return json.dumps(data)
+
+
+def nvme(name, serial, model="SAMSUNG MZWLO3T8HCLS-00A07", fstype=None, pttype=None, mounts=(None,), children=None):
+    entry = {"name": name, "type": "disk", "model": model, "serial": serial, "size": 3840755982336, "fstype": fstype, "pttype": pttype}
+    entry["mountpoints"] = list(mounts)
+    if children:
+        entry["children"] = children
+    return entry
+
+
+def test_parse_lsblk_reads_the_real_capture():
+    devices = M.parse_lsblk(real_lsblk())
+    vda = next(d for d in devices if d["name"] == "vda")
+    assert vda == {
+        "name": "vda",
+        "type": "disk",
+        "model": None,
+        "serial": None,
+        "size": 274877906944,
+        "fstype": None,
+        "pttype": None,
+        "mountpoints": ["/run/netns", "/"],
+        "parent": None,
+    }
+    for bad in ("", "{}", '{"blockdevices": [{"name": "x"}]}'):
+        with pytest.raises(ValueError):
+            M.parse_lsblk(bad)
+
+
+def test_cache_devices_by_model_and_serial_in_serial_order_never_the_root_disk():
+    root_part = {"name": "nvme9n1p2", "type": "part", "model": None, "serial": None, "size": 1, "fstype": "ext4", "pttype": None}
+    root_part["mountpoints"] = ["/"]
+    text = with_nvme(
+        [
+            nvme("nvme1n1", "S6CKNA0W200002"),
+            nvme("nvme0n1", "S6CKNA0W200001"),
+            nvme("nvme2n1", "PHAB1234", model="INTEL SSDPF2KX038TZ"),
+            nvme("nvme9n1", "S6CKNA0W200009", pttype="gpt", children=[root_part]),
+        ]
+    )
+    got = M.select_cache_devices(M.parse_lsblk(text), [{"model": "SAMSUNG MZWLO3T8*"}])
+    assert [d["name"] for d in got["selected"]] == ["nvme0n1", "nvme1n1"]  # by serial, not by the kernel's numbering
+    assert got["problems"] == [
+        "nvme9n1 (model SAMSUNG MZWLO3T8HCLS-00A07, serial S6CKNA0W200009) holds the root filesystem: never a cache device"
+    ]
+    assert M.select_cache_devices(M.parse_lsblk(text), [{"serial": "PHAB*"}])["selected"][0]["name"] == "nvme2n1"
+    none = M.select_cache_devices(M.parse_lsblk(text), [{"model": "Micron*"}])
+    assert none["selected"] == [] and "no NVMe disk matches" in none["problems"][0]
+
+
+def test_a_disk_rackforge_did_not_make_is_left_alone_unless_wipe_is_allowed():
+    text = with_nvme(
+        [nvme("nvme0n1", "S1", fstype="xfs"), nvme("nvme1n1", "S2", pttype="gpt"), nvme("nvme2n1", "S3", fstype="linux_raid_member")]
+    )
+    devices = M.parse_lsblk(text)
+    got = M.select_cache_devices(devices, [{"model": "SAMSUNG*"}], ours=("linux_raid_member",))
+    assert [d["name"] for d in got["selected"]] == ["nvme2n1"]
+    assert any("filesystem (xfs)" in p and "model_storage_wipe_ok" in p for p in got["problems"])
+    assert any("partition table (gpt)" in p for p in got["problems"])
+    assert len(M.select_cache_devices(devices, [{"model": "SAMSUNG*"}], wipe_ok=True)["selected"]) == 3
+    mounted = M.parse_lsblk(with_nvme([nvme("nvme0n1", "S1", fstype="xfs", mounts=["/scratch"])]))
+    assert "in use (mounted at /scratch)" in M.select_cache_devices(mounted, [{"model": "*"}], wipe_ok=True)["problems"][0]
