@@ -12,6 +12,10 @@ Public API:
 - nfs_option_problems(options) -> [str]: why the kernel's NFS client (fs/nfs/fs_context.c,
   nfs_fs_parameters) or mount(8)/systemd would refuse or mis-read these options; [] when none.
 - nfs_mount_unit(server, export, where, options, timeout_s) -> str: the systemd .mount unit.
+- volume_objects(...) -> [dict]: the Kubernetes objects the inference pods mount: a static NFS
+  PersistentVolume (ReadOnlyMany, Retain, pre-bound to its claim) and its PersistentVolumeClaim,
+  and, for a node cache, a no-provisioner StorageClass and one local PersistentVolume per node
+  (required node affinity on kubernetes.io/hostname).
 - parse_lsblk(text) -> [dict]: `lsblk -J -b -o NAME,TYPE,MODEL,SERIAL,SIZE,FSTYPE,PTTYPE,MOUNTPOINTS`
   (util-linux 2.38, Debian 12) flattened: {name, type, model, serial, size, fstype, pttype,
   mountpoints, parent}.
@@ -209,6 +213,94 @@ def nfs_mount_unit(server, export, where, options, timeout_s):
         "[Install]\n"
         "WantedBy=remote-fs.target\n"
     ) % (server, export, host, export, where, ",".join(options), int(timeout_s))
+
+
+# fstab/systemd-only options: mount(8) and systemd read them, the kubelet's mount of a PV must not get them
+_FSTAB_ONLY = {"_netdev", "nofail", "auto", "noauto", "defaults", "user", "nouser"}
+
+
+def pv_mount_options(options):
+    """The options of `options` a PersistentVolume's mountOptions may carry (the kubelet runs
+    mount -t nfs with them): fstab/systemd-only ones (x-*, _netdev, nofail, ...) dropped."""
+    return [o for o in options if o.partition("=")[0] not in _FSTAB_ONLY and not o.startswith("x-")]
+
+
+def _dns_label(text):
+    out = "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+    return out[:63].strip("-")
+
+
+def volume_objects(name, namespace, server, export, capacity_gi, options, cache_path=None, cache_gi=0, cache_nodes=()):
+    """The share's PV and PVC, and the node cache's StorageClass and local PVs (see the module
+    docstring). name: the PVC's name (the PV is "<name>-<namespace>", cluster-scoped)."""
+    labels = {"app.kubernetes.io/managed-by": "rackforge", "app.kubernetes.io/part-of": "model-storage"}
+    pv_name = "%s-%s" % (name, namespace)
+    size = "%dGi" % int(capacity_gi)
+    pv = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": pv_name, "labels": dict(labels)},
+        "spec": {
+            "capacity": {"storage": size},
+            "accessModes": ["ReadOnlyMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "",
+            "volumeMode": "Filesystem",
+            "mountOptions": pv_mount_options(options),
+            "nfs": {"server": server, "path": export, "readOnly": True},
+            # pre-bound: no other claim can take the share, and the claim gets no other volume
+            "claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "namespace": namespace, "name": name},
+        },
+    }
+    pvc = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "spec": {
+            "accessModes": ["ReadOnlyMany"],
+            "storageClassName": "",
+            "volumeName": pv_name,
+            "resources": {"requests": {"storage": size}},
+        },
+    }
+    out = [pv, pvc]
+    if cache_path and cache_nodes:
+        klass = "%s-cache" % name
+        out.append(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": klass, "labels": dict(labels)},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "reclaimPolicy": "Retain",
+            }
+        )
+        for node in cache_nodes:
+            # the kubelet's kubernetes.io/hostname label is the hostname lowercased (GetHostname)
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "PersistentVolume",
+                    "metadata": {"name": "%s-%s" % (klass, _dns_label(node)), "labels": dict(labels)},
+                    "spec": {
+                        "capacity": {"storage": "%dGi" % int(cache_gi)},
+                        "accessModes": ["ReadWriteOnce"],
+                        "persistentVolumeReclaimPolicy": "Retain",
+                        "storageClassName": klass,
+                        "volumeMode": "Filesystem",
+                        "local": {"path": cache_path},
+                        "nodeAffinity": {
+                            "required": {
+                                "nodeSelectorTerms": [
+                                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [node.lower()]}]}
+                                ]
+                            }
+                        },
+                    },
+                }
+            )
+    return out
 
 
 def parse_lsblk(text):

@@ -162,3 +162,23 @@ def test_a_disk_rackforge_did_not_make_is_left_alone_unless_wipe_is_allowed():
     assert len(M.select_cache_devices(devices, [{"model": "SAMSUNG*"}], wipe_ok=True)["selected"]) == 3
     mounted = M.parse_lsblk(with_nvme([nvme("nvme0n1", "S1", fstype="xfs", mounts=["/scratch"])]))
     assert "in use (mounted at /scratch)" in M.select_cache_devices(mounted, [{"model": "*"}], wipe_ok=True)["problems"][0]
+
+
+def test_the_volumes_are_valid_kubernetes_objects_and_the_claim_is_bound_to_the_share():
+    import kubernetes_validate
+
+    options = ["vers=4.2", "nconnect=8", "hard", "ro", "_netdev", "x-systemd.mount-timeout=30s", "nofail"]
+    objs = M.volume_objects(
+        "models", "inference", "10.0.0.5", "/export/models", 2048, options, "/var/cache/models", 7000, ["GPU-01", "gpu-02"]
+    )
+    for obj in objs:
+        kubernetes_validate.validate(json.loads(json.dumps(obj)), "1.31.4", strict=True)
+    pv, pvc, klass, local1, local2 = objs
+    assert pv["spec"]["mountOptions"] == ["vers=4.2", "nconnect=8", "hard", "ro"]  # fstab-only options are not the kubelet's
+    assert pv["spec"]["claimRef"]["name"] == pvc["metadata"]["name"] and pvc["spec"]["volumeName"] == pv["metadata"]["name"]
+    assert pv["spec"]["accessModes"] == pvc["spec"]["accessModes"] == ["ReadOnlyMany"] and pv["spec"]["nfs"]["readOnly"] is True
+    assert local1["metadata"]["name"] == "models-cache-gpu-01" and local1["spec"]["storageClassName"] == klass["metadata"]["name"]
+    term = local1["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert term == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["gpu-01"]}  # the kubelet lowercases it
+    assert local2["metadata"]["name"] == "models-cache-gpu-02"
+    assert klass["volumeBindingMode"] == "WaitForFirstConsumer" and len(M.volume_objects("m", "ns", "s", "/e", 1, [])) == 2
