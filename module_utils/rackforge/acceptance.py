@@ -88,6 +88,11 @@ def _lat(run):
     return row.get("t_typical_us") if row.get("t_typical_us") is not None else row.get("t_avg_us")
 
 
+def _above(value, runs, ceiling, what):
+    """(expected, observed, message) of a median latency not below its ceiling."""
+    return "< %s us" % ceiling, "%.2f us (median of %d runs)" % (value, len(runs)), "%s %.2f us is not below %s us" % (what, value, ceiling)
+
+
 def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_latency_us=5.0, cm_runs=None):
     """{"bw_gbps", "lat_us", "cm_lat_us", "ok", "findings"} for one pair and rail, from
     parse_perftest results of the repeated runs (bw_runs of ib_write_bw, lat_runs of ib_write_lat).
@@ -118,15 +123,7 @@ def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_l
     if lat is None:
         findings.append(finding("rdma_latency", "pair", "< %s us" % max_latency_us, "no result", "no latency result from perftest"))
     elif lat >= max_latency_us:
-        findings.append(
-            finding(
-                "rdma_latency",
-                "pair",
-                "< %s us" % max_latency_us,
-                "%.2f us (median of %d runs)" % (lat, len(lats)),
-                "RDMA write latency %.2f us is not below %s us" % (lat, max_latency_us),
-            )
-        )
+        findings.append(finding("rdma_latency", "pair", *_above(lat, lats, max_latency_us, "RDMA write latency")))
     if cm_runs is not None and cm is None:
         findings.append(
             finding(
@@ -134,15 +131,7 @@ def rdma_pair_verdict(bw_runs, lat_runs, line_rate_gbps, min_fraction=0.9, max_l
             )
         )
     elif cm is not None and cm >= max_latency_us:
-        findings.append(
-            finding(
-                "rdma_cm",
-                "pair",
-                "< %s us" % max_latency_us,
-                "%.2f us (median of %d runs)" % (cm, len(cms)),
-                "RDMA write latency over RDMA-CM %.2f us is not below %s us" % (cm, max_latency_us),
-            )
-        )
+        findings.append(finding("rdma_cm", "pair", *_above(cm, cms, max_latency_us, "RDMA write latency over RDMA-CM")))
     return {"bw_gbps": bw, "lat_us": lat, "cm_lat_us": cm, "ok": not findings, "findings": findings}
 
 
