@@ -1,9 +1,8 @@
 """Pure decisions of model storage on GPU nodes (no I/O): the NFS mount's options and unit, and
 which NVMe namespaces the local cache may use.
 
-Groundwork of issue 23: no role calls this yet (the model_storage role, its lab NFS server and the
-simulated block devices are not built); what is here is held to the real tools and sources named
-below, so the role can be built on it.
+Groundwork of issue 23: no role calls this yet (the model_storage role is not built); what is
+here is held to the real tools and sources named below, so the role can be built on it.
 
 Public API:
 
