@@ -23,7 +23,8 @@ Public API:
   in serial order (a stable identity: /dev/nvmeXn1 numbers change between boots); a disk that
   holds the root filesystem, anything mounted, a partition table or a filesystem rackforge did
   not make (ours: the md array's member signature) is a problem, unless wipe_ok allows the last
-  two.
+  two. It chooses disks for a new array: a cache array already assembled (and mounted) is to be
+  recognised from /proc/mdstat (mdstat.py) before this is asked.
 """
 
 from __future__ import annotations
