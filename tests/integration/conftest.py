@@ -32,7 +32,26 @@ def playbook(*args, report_dir=None, prometheus_dir=None, inventory=INVENTORY, e
         m.group(1): {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(2))}
         for m in re.finditer(r"^(\S+)\s+:\s+(ok=.*)$", res.stdout, re.M)
     }
+    res.changed_tasks = changed_tasks(res.stdout)
     return res
+
+
+def changed_tasks(stdout):
+    """["TASK [...] -> changed: [host] ..."] for every task or handler that reported a change:
+    what a failed changed=0 assertion must name (the recap only counts them)."""
+    found, task = [], None
+    for line in stdout.splitlines():
+        if line.startswith(("TASK [", "RUNNING HANDLER [")):
+            task = line.rstrip("* ")
+        elif line.startswith("changed: ["):
+            found.append("%s -> %s" % (task, line[:300]))
+    return found
+
+
+def not_idempotent(res):
+    """The assertion message of a second run that changed something: the changed tasks, then the
+    end of the output."""
+    return "changed tasks:\n%s\n...\n%s" % ("\n".join(res.changed_tasks) or "(none)", res.stdout[-2000:])
 
 
 def on_node(name, *argv, check=True):

@@ -5,7 +5,7 @@ is a reboot: a new boot, an empty /run and none of the kernel network state the 
 from __future__ import annotations
 
 import yaml
-from conftest import ROOT, lab, on_node, playbook
+from conftest import ROOT, lab, not_idempotent, on_node, playbook
 
 UNITS = ("rackforge-roce-qos.service", "rackforge-gpu-tuning.service", "rackforge-gpudirect-acs.service")
 # the REAL lspci over the simulated PCI config space: ACS of the switch port above GPU 0
@@ -44,7 +44,7 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     assert gpu_state(node) == converged_gpu
     assert "ReqRedir- CmpltRedir-" in on_node(node, *ACS).stdout
     res = playbook("site.yml", "--limit", node, "--check", "--diff")
-    assert res.returncode == 0 and res.recap[node]["changed"] == 0, res.stdout[-3000:]
+    assert res.returncode == 0 and res.recap[node]["changed"] == 0, not_idempotent(res)
 
 
 def test_a_lab_reboot_is_a_reboot(converged, gpu_nodes):
