@@ -181,3 +181,18 @@ def test_semantic_messages_name_only_the_wrong_variable():
             others = [n for n in set(spec(role)) | set(rules(role)) if n != name and n not in referenced and not name.startswith(n)]
             assert not [n for n in others if re.search(r"\b%s\b" % re.escape(n), text)], (role, name, text)
     assert not unbroken, "rules no breaker value breaks (add one to BREAKERS): %s" % unbroken
+
+
+def test_a_profile_may_carry_the_fabric_acceptance_floors_and_they_are_range_checked():
+    """fabric_acceptance reads nccl_min_busbw_gbps and nvlink_pair_min_gbps from the profile: the
+    profile check (closed fields) must take them, and refuse a value out of range by name."""
+    example = ROOT / "inventories" / "example" / "group_vars" / "all" / "hardware_profiles.yml"
+    profiles = yaml.safe_load(example.read_text())["rackforge_hardware_profiles"]
+    h100 = dict(profiles["hgx-h100-8gpu"], nccl_min_busbw_gbps=400.0, nvlink_pair_min_gbps=300)
+    values = {"rackforge_hardware_profiles": dict(profiles, **{"hgx-h100-8gpu": h100}), "rackforge_hw_profile": "hgx-h100-8gpu"}
+    assert s.check_rules(rules("preflight"), values, values) == []
+    bad = dict(values, rackforge_hardware_profiles=dict(profiles, **{"hgx-h100-8gpu": dict(h100, nvlink_pair_min_gbps=-5)}))
+    problems = s.check_rules(rules("preflight"), bad, bad)
+    assert [(p["variable"], p["problem"]) for p in problems] == [
+        ('rackforge_hardware_profiles["hgx-h100-8gpu"].nvlink_pair_min_gbps', "must be 0..10000")
+    ]
