@@ -5,7 +5,9 @@ DOCUMENTATION = r"""
 module: nvlink_acceptance
 short_description: Measure GPU-to-GPU bandwidth inside the node with nvbandwidth and nccl-tests (read-only)
 description:
-  - Runs C(nvbandwidth -t device_to_device_memcpy_read_ce) (every GPU pair's copy bandwidth) and
+  - Runs C(nvbandwidth -t device_to_device_memcpy_read_ce) and C(nvbandwidth -t
+    device_to_device_memcpy_write_ce) (every GPU pair's copy bandwidth, each direction of the copy
+    engine's access: a link can read at full speed and write slowly) and
     C(all_reduce_perf -b O(nccl_min_bytes) -e O(nccl_max_bytes) -f 2 -g <GPUs>) (bus bandwidth over
     all GPUs), parses both (nvbandwidth.py, nccl.py) and judges them (acceptance.py): a pair below
     O(min_pair_fraction) of the node's median pair or below O(min_pair_gbps), wrong all-reduce
@@ -57,7 +59,11 @@ findings:
   returned: always
   type: list
 pairs:
-  description: The copy matrix, C({"<row>-<col>": GB/s}), and its median.
+  description: The read copy matrix, C({"<row>-<col>": GB/s}), and its median.
+  returned: always
+  type: dict
+write_pairs:
+  description: The write copy matrix, C({"<row>-<col>": GB/s}), and its median.
   returned: always
   type: dict
 busbw_gbps:
@@ -79,7 +85,8 @@ from ansible.module_utils.rackforge.nccl import parse_nccl_tests
 from ansible.module_utils.rackforge.nvbandwidth import ParseError as NvbwParseError
 from ansible.module_utils.rackforge.nvbandwidth import parse_nvbandwidth
 
-TEST = "device_to_device_memcpy_read_ce"
+READ = "device_to_device_memcpy_read_ce"
+WRITE = "device_to_device_memcpy_write_ce"
 
 
 def run_tool(module, name, argv, timeout, parse, errors, check):
@@ -106,6 +113,11 @@ def run_tool(module, name, argv, timeout, parse, errors, check):
         return None, not_run(check, name, "%s printed what does not parse: %s" % (evidence["command"], exc), evidence)
 
 
+def matrix(cells):
+    """{"gbps": cells, "median_gbps": their median or None}."""
+    return {"gbps": cells, "median_gbps": statistics.median(cells.values()) if cells else None}
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -123,19 +135,20 @@ def main():
     )
     p = module.params
     findings = []
-    pairs = {}
-    if p["gpus"] > 1:  # nvbandwidth waives the device-to-device tests on a single GPU
+    pairs = {READ: {}, WRITE: {}}
+    # nvbandwidth waives the device-to-device tests on a single GPU; one run per test, each judged
+    for test in (READ, WRITE) if p["gpus"] > 1 else ():
         nvbw, problem = run_tool(
-            module, p["nvbandwidth_path"], ["-t", TEST], p["timeout"], parse_nvbandwidth, NvbwParseError, "nvlink_bandwidth"
+            module, p["nvbandwidth_path"], ["-t", test], p["timeout"], parse_nvbandwidth, NvbwParseError, "nvlink_bandwidth"
         )
         if problem:
             findings.append(problem)
-        elif TEST not in nvbw["tests"]:
-            findings.append(not_run("nvlink_bandwidth", "nvbandwidth", "nvbandwidth printed no %s matrix" % TEST))
+        elif test not in nvbw["tests"]:
+            findings.append(not_run("nvlink_bandwidth", "nvbandwidth", "nvbandwidth printed no %s matrix" % test))
         else:
-            result = nvbw["tests"][TEST]
+            result = nvbw["tests"][test]
             findings += nvlink_pair_findings(result, p["min_pair_gbps"], p["min_pair_fraction"])
-            pairs = {"%s-%s" % k: v for k, v in sorted(result["matrix"].items())}
+            pairs[test] = {"%s-%s" % k: v for k, v in sorted(result["matrix"].items())}
     busbw = None
     if p["gpus"] > 1:
         argv = ["-b", str(p["nccl_min_bytes"]), "-e", str(p["nccl_max_bytes"]), "-f", "2", "-g", str(p["gpus"])]
@@ -150,7 +163,8 @@ def main():
     module.exit_json(
         changed=False,
         findings=findings,
-        pairs={"gbps": pairs, "median_gbps": statistics.median(pairs.values()) if pairs else None},
+        pairs=matrix(pairs[READ]),
+        write_pairs=matrix(pairs[WRITE]),
         busbw_gbps=busbw,
     )
 

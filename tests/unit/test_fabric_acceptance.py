@@ -115,6 +115,20 @@ def test_simulated_nvbandwidth_matches_the_real_h100_capture_line_by_line(tmp_pa
     assert len(cells) == 56 and all(365 < v < 378 for v in cells.values())  # the capture: 370.26-372.96
 
 
+def test_simulated_nvbandwidth_write_test_has_the_real_title_and_matrix_layout(tmp_path):
+    """The write copy (GPU(row) <- GPU(column)), held to the real H800 run's write section."""
+    sim = Sim(tmp_path)
+    out = sim.run("nvbandwidth", "-t", "device_to_device_memcpy_write_ce")
+    real = fixture("nvbandwidth", "h800-8gpu-nvlink-full-run-v0.2")
+    section = real[real.index("Running device_to_device_memcpy_write_ce.") :].splitlines()
+    mine = out[out.index("Running device_to_device_memcpy_write_ce.") :].splitlines()
+    assert mine[:2] == section[:2]  # "Running ...", "memcpy CE GPU(row) <- GPU(column) bandwidth (GB/s)"
+    assert [shape(x) for x in mine[3:11]] == [shape(x) for x in section[3:11]]  # the 8 rows, N/A on the diagonal
+    assert shape(mine[-1] or mine[-2]) == shape(section[12])  # SUM <test> <total>
+    result = parse_nvbandwidth(out)["tests"]["device_to_device_memcpy_write_ce"]
+    assert len(result["matrix"]) == 56 and "<-" in result["title"]
+
+
 def test_simulated_all_reduce_perf_matches_the_real_h100_capture(tmp_path):
     sim = Sim(tmp_path)
     out = sim.run("all_reduce_perf", "-b", "134217728", "-e", "4294967296", "-f", "2", "-g", "8")
@@ -131,11 +145,29 @@ def test_nvlink_acceptance_passes_a_healthy_h100_and_names_a_slow_pair(tmp_path,
     args = {"gpus": 8, "min_busbw_gbps": 400.0}
     res = run_module(nvlink_acceptance, args, sim, monkeypatch, capsys)
     assert res["findings"] == [] and res["busbw_gbps"] > 400 and len(res["pairs"]["gbps"]) == 56
+    assert len(res["write_pairs"]["gbps"]) == 56 and res["write_pairs"]["median_gbps"] > 360
     sim.run("hwsim", "fault", "add", "slow_gpu_pair", "gpu=2", "peer=5", "factor=0.5")
     res = run_module(nvlink_acceptance, args, sim, monkeypatch, capsys)
     slow = sorted(f["component"] for f in res["findings"] if f["check"] == "nvlink_bandwidth")
-    assert slow == ["GPU 2 -> GPU 5", "GPU 5 -> GPU 2"]
+    # the read copy (row -> column) and the write copy (row <- column), each direction of the pair
+    assert slow == ["GPU 2 -> GPU 5", "GPU 2 <- GPU 5", "GPU 5 -> GPU 2", "GPU 5 <- GPU 2"]
     assert any(f["check"] == "nccl_busbw" for f in res["findings"])  # the ring crosses the slow pair
+
+
+def test_nvlink_acceptance_judges_the_write_copy_even_when_the_read_copy_passes(tmp_path, monkeypatch, capsys):
+    """An nvbandwidth that fails only its write test: the read matrix is kept, the write test is a
+    finding with its evidence, never a pass."""
+    sim = Sim(tmp_path)
+    wrapper = tmp_path / "nvbandwidth-write-fails"
+    wrapper.write_text(
+        '#!/bin/sh\ncase "$*" in *write_ce*) echo "ERROR: CUDA error: an illegal memory access" >&2; exit 1;; esac\nexec nvbandwidth "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    res = run_module(nvlink_acceptance, {"gpus": 8, "nvbandwidth_path": str(wrapper)}, sim, monkeypatch, capsys)
+    assert len(res["pairs"]["gbps"]) == 56 and res["write_pairs"] == {"gbps": {}, "median_gbps": None}
+    bad = [f for f in res["findings"] if f["check"] == "nvlink_bandwidth_not_run"]
+    assert len(bad) == 1 and "device_to_device_memcpy_write_ce" in bad[0]["evidence"]["command"], res["findings"]
+    assert "illegal memory access" in bad[0]["evidence"]["stderr"]
 
 
 def test_nvlink_acceptance_without_the_tools_is_not_run_never_a_pass(tmp_path, monkeypatch, capsys):
