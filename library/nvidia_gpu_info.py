@@ -89,8 +89,9 @@ findings:
   description:
     - The driver finding (check driver) when nvidia-smi cannot talk to a loaded driver or is not installed.
     - Else the GPU hardware findings of C(nvidia-smi -q) (module_utils/rackforge/gpu_health.py): volatile uncorrectable
-      ECC errors, a row remap pending or failed, a page retirement pending, a PCIe link below its width (or, while
-      busy, its generation), an active hardware slowdown; [] when there is none.
+      ECC errors, a row remap pending or failed, a page retirement pending, a PCIe link below its maximum width or
+      generation (judged only while the GPU is busy: an idle GPU may lower both), an active hardware slowdown; []
+      when there is none.
   returned: always
   type: list
   elements: dict

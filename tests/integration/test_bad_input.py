@@ -194,3 +194,29 @@ def test_bad_input_fails_before_any_change(converged, gpu_nodes, case):
             assert alone.returncode != 0 and alone.recap[CONTROL_PLANE] == dict(alone.recap[CONTROL_PLANE], failed=1, changed=0)
             assert needle in " ".join(alone.stdout.split()), alone.stdout[-3000:]
     assert {n: node_state(n) for n in hosts} == before
+
+
+# the on-demand playbooks check their own settings: run alone, nothing of site.yml's preflight
+# stands before them, and a bad threshold or Xid policy must stop them before any check or test
+ON_DEMAND = [
+    ("playbooks/health_check.yml", {"health_checks_drain_xids": [79, 0]}, "health_checks_drain_xids[1] = 0: must be 1..999"),
+    ("playbooks/health_check.yml", {"health_checks_drain_xids": [79, 79]}, "health_checks_drain_xids = [79, 79]: must not repeat 79"),
+    ("playbooks/fabric_acceptance.yml", {"fabric_acceptance_min_fraction": 1.5}, "fabric_acceptance_min_fraction = 1.5: must be 0.05..1.0"),
+    ("playbooks/fabric_acceptance.yml", {"fabric_acceptance_max_latency_us": 0}, "fabric_acceptance_max_latency_us = 0: must be 0.1..1000"),
+    (
+        "playbooks/fabric_acceptance.yml",
+        {"fabric_acceptance_hardware": {}},
+        "fabric_acceptance_hardware = {}: must not be empty (a mapping, the node's hardware profile",
+    ),
+]
+
+
+@pytest.mark.parametrize(("play", "extra", "needle"), ON_DEMAND, ids=[p.split("/")[-1] + ":" + next(iter(e)) for p, e, _ in ON_DEMAND])
+def test_on_demand_playbooks_refuse_bad_settings_before_any_check(converged, gpu_nodes, play, extra, needle):
+    before = {n: node_state(n) for n in gpu_nodes}
+    res = playbook(play, "-e", json.dumps(extra))
+    assert res.returncode != 0
+    assert needle in " ".join(res.stdout.split()), res.stdout[-3000:]
+    assert all(res.recap[n]["failed"] == 1 and res.recap[n]["changed"] == 0 for n in gpu_nodes), res.recap
+    assert "TASK [health_checks : Read the GPU state" not in res.stdout and "TASK [fabric_acceptance : Mark" not in res.stdout
+    assert {n: node_state(n) for n in gpu_nodes} == before
