@@ -7,8 +7,9 @@ Public, stable API:
          "acs_ctl": {flag: bool} | None,
          "lnk_cap": {"speed_gts": float | None, "width": int} | None,
          "lnk_sta": {"speed_gts": float | None, "width": int} | None}}
-- ParseError(ValueError): not text; a LnkCap/LnkSta/ACSCtl line before any device line; a Speed or
-  Width value that is not one lspci prints; an ACSCtl flag without its +/-; a bdf printed twice.
+- ParseError(ValueError): not text; text with no device line (empty text is no devices: {}); a
+  LnkCap/LnkSta/ACSCtl line before any device line; a Speed or Width value that is not one lspci
+  prints; an ACSCtl flag without its +/-; a bdf printed twice.
 
 Accepts `lspci -vv` and `-vvv` (the same lines for these fields), with or without -D (bdf
 "0000:3b:00.0" or "3b:00.0", kept as printed) and -nn. Tabs or spaces (Markdown copies turn lspci's
@@ -106,4 +107,6 @@ def parse_lspci_vv(text):
         if dev[key] is not None:
             continue
         dev[key] = _acs(bdf, value) if field == "ACSCtl" else _link(bdf, field, value)
+    if not devices and text.strip():
+        raise ParseError("lspci: no device line in %r" % text.strip()[:120])
     return devices

@@ -197,6 +197,8 @@ ACS = "\t\tACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+ UpstreamFwd+ Egres
         GPU + ACS.replace("TransBlk-", "TransBlk"),  # ACS flag without +/-
         GPU + "\t\tACSCtl:\t\n",  # ACSCtl without flags
         GPU + CAP + GPU,  # the same device printed twice
+        "lspci: Unable to load libkmod resources: error -2\n",  # text, but not one device line
+        "Usage: lspci [<switches>]\n\nBasic display modes:\n-mm\t\tProduce machine-readable output\n",
     ],
 )
 def test_bad_input_raises(bad):
