@@ -187,18 +187,43 @@ def nvlink_pair_findings(result, min_gbps=None, min_fraction_of_median=0.9):
     return out
 
 
+def _wrong_sizes(rows):
+    """Message sizes whose row counts wrong elements (nccl-tests 2.13+: an int; older versions print
+    a relative error, a float, which is not a count)."""
+    return [
+        row["size"]
+        for row in rows
+        if any(isinstance(row[k], int) and not isinstance(row[k], bool) and row[k] > 0 for k in ("oop_wrong", "ip_wrong"))
+    ]
+
+
 def nccl_findings(result, min_busbw_gbps=400.0):
-    """Findings of one nccl-tests run (parse_nccl_tests): wrong results, and the out-of-place bus
-    bandwidth of the largest message below min_busbw_gbps."""
+    """Findings of one nccl-tests run (parse_nccl_tests): wrong results (the out-of-bounds count, or
+    a row's #wrong), a run whose summary is missing (cut short: its data was not all checked), and
+    the out-of-place bus bandwidth of the largest message below min_busbw_gbps."""
     out = []
-    if result["out_of_bounds"]:
+    wrong = _wrong_sizes(result["rows"])
+    if result["out_of_bounds"] or wrong:
+        observed = "%s out of bounds" % result["out_of_bounds"] if result["out_of_bounds"] else "0 out of bounds"
+        if wrong:
+            observed += ", wrong elements at %s bytes" % ", ".join(str(size) for size in wrong)
         out.append(
             finding(
                 "nccl_results",
                 "node",
                 "0 out-of-bounds values",
-                str(result["out_of_bounds"]),
-                "nccl-tests found %s wrong results: a GPU or link corrupts data" % result["out_of_bounds"],
+                observed,
+                "nccl-tests found wrong results (%s): a GPU or link corrupts data" % observed,
+            )
+        )
+    elif result["out_of_bounds"] is None:
+        out.append(
+            finding(
+                "nccl_results",
+                "node",
+                "the out-of-bounds summary",
+                "none printed",
+                "all_reduce_perf printed no '# Out of bounds values' summary: the run was cut short and its results are unchecked",
             )
         )
     largest = max(result["rows"], key=lambda row: row["size"])

@@ -148,3 +148,17 @@ def test_the_400_gbps_floor_is_a_bus_bandwidth_not_a_pair_copy():
 def test_wrong_nccl_results_are_a_finding():
     bad = dict(H100_NCCL, out_of_bounds=12)
     assert [f["check"] for f in A.nccl_findings(bad)] == ["nccl_results"]
+
+
+def test_a_row_with_wrong_elements_is_a_finding_even_when_the_summary_says_0():
+    rows = [dict(row) for row in H100_NCCL["rows"]]
+    rows[2]["ip_wrong"] = 3
+    [found] = A.nccl_findings(dict(H100_NCCL, rows=rows))
+    assert found["check"] == "nccl_results" and found["observed"] == "0 out of bounds, wrong elements at %d bytes" % rows[2]["size"]
+    rows[2]["ip_wrong"] = 2e-07  # before 2.13 the column is the largest relative error: normal for float sums
+    assert A.nccl_findings(dict(H100_NCCL, rows=rows)) == []
+
+
+def test_an_nccl_run_without_its_summary_is_a_finding_never_a_pass():
+    [found] = A.nccl_findings(dict(H100_NCCL, out_of_bounds=None, avg_busbw=None))
+    assert found["check"] == "nccl_results" and found["observed"] == "none printed"
