@@ -31,24 +31,19 @@ captures in tests/fixtures/realworld/perftest read 98.03 Gb/s) and latency 1.9 u
 write, same fabric class), with a small per-run jitter, changed by the faults slow_nic, slow_link
 (the path from one NIC to one peer address) and high_latency. Both ends are this simulator: what
 they exchange over the socket is the simulated physics (rate, faults), not perftest's wire format.
-RDMA-CM's fabric is simulated too: $HWSIM_ETC/fabric.json ({RoCE address: the owning node's
-address}, written by the lab for its own nodes) is where an address's ARP answer comes from, and
-the simulated exchange goes to that node's address (the lab's network only); the fault
-rdma_cm_unresolved makes a NIC's address answer no resolution (verbs with a GID still work).
+How the two ends meet (perftest's TCP exchange, RDMA-CM over the simulated fabric) is in
+perftest_exchange.py.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import random
-import socket
 import sys
 import time
 
 from hwsimlib.nic import _active_mtu, _cas, _code, _port_attr
-from hwsimlib.state import ETC, faults, load_json, nic_faulted, profile
-from hwsimlib.sysfs import nic_ipv4
+from hwsimlib.perftest_exchange import cm_client, cm_server, connect, recv, send, waiting
+from hwsimlib.state import faults, profile
 
 LINE = "-" * 87
 DEF_PORT = 18515
@@ -61,9 +56,6 @@ LAT_FMT = (
     "   99% percentile[usec]   99.9% percentile[usec] "
 )
 PORT_STATES = {1: "Down", 2: "Init", 3: "Armed", 4: "Active", 5: "Active Defer"}
-CM_TAIL = " Unable to perform rdma_%s function\n Unable to init the socket connection\n"
-ADDR_ERROR = "Received 10 times ADDR_ERROR\n"  # NUM_OF_RETRIES (10) rdma_resolve_addr calls of 2000 ms
-REJECTED = "Unexpected CM event bl blka 8\n"  # RDMA_CM_EVENT_REJECTED: no listener on that port
 
 
 def _hex(value, width):
@@ -207,88 +199,6 @@ def _best_gid(nic):
     return best
 
 
-def _fabric():
-    """{RoCE address: the address of the node that answers for it} (the simulated fabric's ARP)."""
-    return load_json(os.path.join(ETC, "fabric.json"), {})
-
-
-def _owner(ip):
-    """This node's NIC whose RoCE address is `ip`, or None."""
-    return next((n for n in _cas() if ip and nic_ipv4(n) == ip), None)
-
-
-def _route(dest):
-    """This node's NIC whose RoCE subnet (/24) holds `dest` (the route's device), or None."""
-    net = dest.rsplit(".", 1)[0] + "." if dest and dest.count(".") == 3 else None
-    return next((n for n in _cas() if net and (nic_ipv4(n) or "").startswith(net)), None)
-
-
-def _cm_fail(side, message):
-    sys.stderr.write(message + CM_TAIL % side)
-    return 1
-
-
-def _cm_client(opts):
-    """rdma_client_connect(): resolve the address with no source (perftest 4.5's --source_ip is
-    the raw-Ethernet option -j, stored and never used here, so routing picks the device), then
-    connect to the node that answers for it. (nic, conn, peer address) or an exit status."""
-    nic, peer = _route(opts["host"]), _fabric().get(opts["host"])
-    if nic is None:
-        # the route leaves through a netdev without an RDMA device (the management NIC's default
-        # route): each resolution fails at once
-        return _cm_fail("client", ADDR_ERROR)
-    if peer is None or nic_faulted("rdma_cm_unresolved", nic):
-        time.sleep(20)  # on a rail's subnet, nobody answers ARP: 10 resolutions of 2000 ms each
-        return _cm_fail("client", ADDR_ERROR)
-    try:
-        source = os.environ.get("HWSIM_LISTEN_ADDR")
-        conn = socket.create_connection((peer, opts["port"]), timeout=5, source_address=(source, 0) if source else None)
-    except ConnectionRefusedError:
-        return _cm_fail("client", REJECTED)  # the node is there, nobody listens on that port
-    except OSError:
-        time.sleep(15)  # the node is down: its ARP never answers
-        return _cm_fail("client", ADDR_ERROR)
-    conn.settimeout(None)
-    _send(conn, {"cm": opts["host"]})
-    answer = _recv(conn)
-    if answer.get("cm") != "accept":
-        conn.close()
-        if answer.get("cm") == "unresolved":
-            time.sleep(20)
-            return _cm_fail("client", ADDR_ERROR)
-        return _cm_fail("client", REJECTED)
-    return nic, conn, peer
-
-
-def _cm_server(opts):
-    """rdma_server_connect(): bind the port on every address (perftest 4.5 binds no source),
-    listen, and accept the first connection request for an address this node answers for, on
-    whichever rail it arrives. (nic, conn, peer) or an exit status."""
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), opts["port"]))
-    lsock.listen(4)
-    try:
-        while True:
-            conn, peer = lsock.accept()
-            try:
-                want = _recv(conn).get("cm")
-            except (OSError, ValueError):
-                conn.close()
-                continue
-            mine = _owner(want)
-            if mine is None or nic_faulted("rdma_cm_unresolved", mine):
-                _send(conn, {"cm": "unresolved"})  # nobody here answers the address resolution
-            elif _code(_port_attr(mine, "state")) != 4:
-                _send(conn, {"cm": "reject"})
-            else:
-                _send(conn, {"cm": "accept"})
-                return mine, conn, peer[0]
-            conn.close()
-    finally:
-        lsock.close()
-
-
 def _gid_line(nic, index):
     """PERF_GID_FMT: the 16 bytes of the GID, each printed as %02d (decimal)."""
     gid = _port_attr(nic, "gids/%d" % index).replace(":", "")
@@ -388,51 +298,6 @@ def _lat_row(r):
     )
 
 
-def _send(conn, data):
-    conn.sendall((json.dumps(data) + "\n").encode())
-
-
-def _recv(conn):
-    """One message (a JSON line). Read a byte at a time: the next message may follow at once on
-    the same socket and must stay there for the next call."""
-    buf = b""
-    while not buf.endswith(b"\n"):
-        chunk = conn.recv(1)
-        if not chunk:
-            raise OSError("peer closed the connection")
-        buf += chunk
-    return json.loads(buf)
-
-
-def _connect(opts):
-    server = opts["host"] is None
-    if server:
-        sys.stdout.write(
-            "\n************************************\n* Waiting for client to connect... *\n************************************\n"
-        )
-        sys.stdout.flush()
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # a lab node has its own network namespace; tests that run several simulated nodes on one
-        # host give each a loopback address of its own instead (HWSIM_LISTEN_ADDR)
-        lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), opts["port"]))
-        lsock.listen(1)
-        conn, peer = lsock.accept()
-        lsock.close()
-        return conn, peer[0]
-    try:
-        source = os.environ.get("HWSIM_LISTEN_ADDR")
-        conn = socket.create_connection((opts["host"], opts["port"]), timeout=5, source_address=(source, 0) if source else None)
-    except OSError:
-        sys.stderr.write(
-            "Couldn't connect to %s:%d\nUnable to open file descriptor for socket connection Unable to init the socket connection\n"
-            % (opts["host"], opts["port"])
-        )
-        return None, None
-    conn.settimeout(None)
-    return conn, opts["host"]
-
-
 def run(test, args):
     kind = "bw" if test.endswith("_bw") else "lat"
     opts = _parse(args, test)
@@ -445,11 +310,8 @@ def run(test, args):
     server = opts["host"] is None
     if opts["rdma_cm"]:
         if server:
-            sys.stdout.write(
-                "\n************************************\n* Waiting for client to connect... *\n************************************\n"
-            )
-            sys.stdout.flush()
-        got = _cm_server(opts) if server else _cm_client(opts)
+            waiting()
+        got = cm_server(opts) if server else cm_client(opts)
         if not isinstance(got, tuple):
             return got
         # the QPs are on the device address resolution chose; the banner's Device, Mtu and Link
@@ -462,7 +324,7 @@ def run(test, args):
         dev_nic, nic = nic, cm_nic
     else:
         dev_nic = nic
-        conn, _peer = _connect(opts)
+        conn, _peer = connect(opts)
         if conn is None:
             return 1
     mine = _physics(nic, opts)
@@ -473,8 +335,8 @@ def run(test, args):
         "vaddr": 0x7F0000000000 + random.getrandbits(36),
     }
     with conn:
-        _send(conn, {"physics": mine, "ends": ends, "gid": _gid_line(nic, opts["gid"]) if opts["gid"] >= 0 else None})
-        theirs = _recv(conn)
+        send(conn, {"physics": mine, "ends": ends, "gid": _gid_line(nic, opts["gid"]) if opts["gid"] >= 0 else None})
+        theirs = recv(conn)
         if kind == "bw":
             time.sleep(1)  # write_bw.c sleeps 1 s after establishing the connection (write_lat.c does not)
         mtu = min(_active_mtu(dev_nic), theirs["physics"]["mtu"])
@@ -490,12 +352,12 @@ def run(test, args):
         sys.stdout.write("\n".join(out) + "\n")
         sys.stdout.flush()
         if server:
-            result = _recv(conn)
+            result = recv(conn)
         else:
             client, srv, client_addr = mine, theirs["physics"], conn.getsockname()[0]
             result = _measure(kind, opts, client, srv, client_addr)
             time.sleep(opts["duration"] or 0.2)
-            _send(conn, result)
+            send(conn, result)
     sys.stdout.write((_bw_row(result, opts["gbits"]) if kind == "bw" else _lat_row(result)) + "\n" + LINE + "\n")
     return 0
 
