@@ -30,7 +30,7 @@ import os
 import re
 import sys
 
-from labcore import nodes
+from labcore import fabric, nodes
 from labcore.containers import (
     CONTROL_DIR,
     CP_IP,
@@ -98,10 +98,10 @@ def cmd_up(opts):
         port = SSH_BASE_PORT + idx
         cname = nodes.start_node(name, ip, port, prof, idx, pub, [args for node_name, args in faults if node_name == name])
         hosts[name] = {"port": port, "ip": ip, "profile": prof, "container": cname}
-    fabric = nodes.fabric_map([(idx, ip, prof) for idx, (_name, ip, prof) in enumerate(members)])
+    addresses = fabric.fabric_map([(idx, ip, prof) for idx, (_name, ip, prof) in enumerate(members)])
     for h in hosts.values():
         if h["profile"]:
-            nodes.install_fabric(h["container"], fabric)
+            fabric.install_fabric(h["container"], addresses)
     # systemd reports running before sshd answers on a loaded machine: wait for every banner, so
     # the first play never meets a refused or timed-out connection
     for h in hosts.values():
