@@ -202,7 +202,11 @@ ON_DEMAND = [
     ("playbooks/health_check.yml", {"health_checks_drain_xids": [79, 0]}, "health_checks_drain_xids[1] = 0: must be 1..999"),
     ("playbooks/health_check.yml", {"health_checks_drain_xids": [79, 79]}, "health_checks_drain_xids = [79, 79]: must not repeat 79"),
     ("playbooks/fabric_acceptance.yml", {"fabric_acceptance_min_fraction": 1.5}, "fabric_acceptance_min_fraction = 1.5: must be 0.05..1.0"),
-    ("playbooks/fabric_acceptance.yml", {"fabric_acceptance_max_latency_us": 0}, "fabric_acceptance_max_latency_us = 0: must be 0.1..1000"),
+    (
+        "playbooks/fabric_acceptance.yml",
+        {"fabric_acceptance_max_latency_us": 0},
+        "fabric_acceptance_max_latency_us = 0.0: must be 0.1..1000",
+    ),
     (
         "playbooks/fabric_acceptance.yml",
         {"fabric_acceptance_hardware": {}},
