@@ -22,6 +22,8 @@ CASES = [
     # GPU hardware, as the real nvidia-smi -q prints it over the lab NVML
     (("gpu_ecc_uncorrectable", "gpu=3", "count=2"), "GPU 3 (00000000:5D:00.0): 2 volatile uncorrectable ECC errors; reset the GPU"),
     (("gpu_row_remap_failure", "gpu=1"), "GPU 1 (00000000:3B:00.0): row remapping failed; replace the GPU"),
+    (("gpu_row_remap_pending", "gpu=4"), "GPU 4 (00000000:9B:00.0): a row remap is pending; reset the GPU"),
+    (("gpu_pcie_downtrained", "gpu=3", "width=8"), "GPU 3 (00000000:5D:00.0): PCIe link runs at x8 of x16 while busy"),
     (("gpu_hw_slowdown", "gpu=6"), "GPU 6 (00000000:CB:00.0): clocks held down by HW Slowdown, HW Power Brake Slowdown"),
     # an Xid in the (simulated) kernel log, read in /dev/kmsg's format since the baseline
     (("gpu_xid", "gpu=4", "xid=79"), "GPU 4 (00000000:9B:00.0) logged Xid 79 (1 times): GPU has fallen off the bus."),
