@@ -204,7 +204,8 @@ def nccl_findings(result, min_busbw_gbps=400.0):
     out = []
     wrong = _wrong_sizes(result["rows"])
     if result["out_of_bounds"] or wrong:
-        observed = "%s out of bounds" % result["out_of_bounds"] if result["out_of_bounds"] else "0 out of bounds"
+        oob = result["out_of_bounds"]
+        observed = "%s out of bounds" % oob if oob is not None else "no out-of-bounds summary"
         if wrong:
             observed += ", wrong elements at %s bytes" % ", ".join(str(size) for size in wrong)
         out.append(

@@ -162,3 +162,7 @@ def test_a_row_with_wrong_elements_is_a_finding_even_when_the_summary_says_0():
 def test_an_nccl_run_without_its_summary_is_a_finding_never_a_pass():
     [found] = A.nccl_findings(dict(H100_NCCL, out_of_bounds=None, avg_busbw=None))
     assert found["check"] == "nccl_results" and found["observed"] == "none printed"
+    rows = [dict(row) for row in H100_NCCL["rows"]]
+    rows[0]["oop_wrong"] = 1  # wrong elements in a run cut short: said as such, not as "0 out of bounds"
+    [found] = A.nccl_findings(dict(H100_NCCL, rows=rows, out_of_bounds=None, avg_busbw=None))
+    assert found["observed"] == "no out-of-bounds summary, wrong elements at %d bytes" % rows[0]["size"]
