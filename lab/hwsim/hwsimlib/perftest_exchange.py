@@ -55,29 +55,42 @@ def recv(conn):
     return json.loads(buf)
 
 
+def _listen(port, backlog):
+    """A listening socket on the port. A lab node has its own network namespace; tests that run
+    several simulated nodes on one host give each a loopback address of its own instead
+    (HWSIM_LISTEN_ADDR), which is also the source address it dials from (_dial)."""
+    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), port))
+    lsock.listen(backlog)
+    return lsock
+
+
+def _dial(host, port):
+    """A connection to host:port from this node's address (HWSIM_LISTEN_ADDR where set), blocking
+    once connected; raises OSError as socket.create_connection does."""
+    source = os.environ.get("HWSIM_LISTEN_ADDR")
+    conn = socket.create_connection((host, port), timeout=5, source_address=(source, 0) if source else None)
+    conn.settimeout(None)
+    return conn
+
+
 def connect(opts):
     server = opts["host"] is None
     if server:
         waiting()
-        lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # a lab node has its own network namespace; tests that run several simulated nodes on one
-        # host give each a loopback address of its own instead (HWSIM_LISTEN_ADDR)
-        lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), opts["port"]))
-        lsock.listen(1)
+        lsock = _listen(opts["port"], 1)
         conn, peer = lsock.accept()
         lsock.close()
         return conn, peer[0]
     try:
-        source = os.environ.get("HWSIM_LISTEN_ADDR")
-        conn = socket.create_connection((opts["host"], opts["port"]), timeout=5, source_address=(source, 0) if source else None)
+        conn = _dial(opts["host"], opts["port"])
     except OSError:
         sys.stderr.write(
             "Couldn't connect to %s:%d\nUnable to open file descriptor for socket connection Unable to init the socket connection\n"
             % (opts["host"], opts["port"])
         )
         return None, None
-    conn.settimeout(None)
     return conn, opts["host"]
 
 
@@ -115,14 +128,12 @@ def cm_client(opts):
         time.sleep(20)  # on a rail's subnet, nobody answers ARP: 10 resolutions of 2000 ms each
         return _cm_fail("client", ADDR_ERROR)
     try:
-        source = os.environ.get("HWSIM_LISTEN_ADDR")
-        conn = socket.create_connection((peer, opts["port"]), timeout=5, source_address=(source, 0) if source else None)
+        conn = _dial(peer, opts["port"])
     except ConnectionRefusedError:
         return _cm_fail("client", REJECTED)  # the node is there, nobody listens on that port
     except OSError:
         time.sleep(15)  # the node is down: its ARP never answers
         return _cm_fail("client", ADDR_ERROR)
-    conn.settimeout(None)
     send(conn, {"cm": opts["host"]})
     answer = recv(conn)
     if answer.get("cm") != "accept":
@@ -138,10 +149,7 @@ def cm_server(opts):
     """rdma_server_connect(): bind the port on every address (perftest 4.5 binds no source),
     listen, and accept the first connection request for an address this node answers for, on
     whichever rail it arrives. (nic, conn, peer) or an exit status."""
-    lsock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    lsock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    lsock.bind((os.environ.get("HWSIM_LISTEN_ADDR", "0.0.0.0"), opts["port"]))
-    lsock.listen(4)
+    lsock = _listen(opts["port"], 4)
     try:
         while True:
             conn, peer = lsock.accept()
