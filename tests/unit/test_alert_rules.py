@@ -13,10 +13,10 @@ RULES = ROOT / "roles" / "monitoring" / "files" / "rackforge-alerts.yml"
 TESTS = ROOT / "tests" / "promtool" / "rackforge-alerts.test.yml"
 
 
-def promtool(*args):
+def promtool(*args, cwd=TESTS.parent):
     exe = shutil.which("promtool")
     assert exe, "promtool not found: scripts/setup.sh installs the prometheus package"
-    return subprocess.run([exe, *args], check=False, capture_output=True, text=True, cwd=TESTS.parent)
+    return subprocess.run([exe, *args], check=False, capture_output=True, text=True, cwd=cwd)
 
 
 def test_rules_are_valid():

@@ -7,12 +7,11 @@ metrics the adapter serves, with the seed's scale-down behaviour."""
 from __future__ import annotations
 
 import pathlib
-import shutil
-import subprocess
 
 import kubernetes_validate
 import pytest
 import yaml
+from test_alert_rules import promtool
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "autoscaling"
@@ -30,12 +29,6 @@ def adapter_rules():
 def render(query, series, matchers, group_by):
     """The adapter's Go template (<< >> delimiters) with the values it fills in for a request."""
     return query.replace("<<.Series>>", series).replace("<<.LabelMatchers>>", matchers).replace("<<.GroupBy>>", group_by)
-
-
-def promtool(tmp_path, *args):
-    exe = shutil.which("promtool")
-    assert exe, "promtool not found: scripts/setup.sh installs the prometheus package"
-    return subprocess.run([exe, *args], check=False, capture_output=True, text=True, cwd=tmp_path)
 
 
 @pytest.mark.parametrize("name", ["prometheus-adapter-rules.yaml", "inference-hpa.yaml"])
@@ -64,7 +57,7 @@ def test_every_adapter_query_is_valid_promql(tmp_path):
             {"record": "adapter_metric_%d" % i, "expr": render(rule["metricsQuery"], series, 'namespace="inference",pod=~"a|b"', "pod")}
         )
     (tmp_path / "adapter.yml").write_text(yaml.safe_dump({"groups": [{"name": "adapter", "rules": rules}]}))
-    res = promtool(tmp_path, "check", "rules", "adapter.yml")
+    res = promtool("check", "rules", "adapter.yml", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -103,5 +96,5 @@ def test_the_gpu_utilisation_metric_is_each_pods_average_over_its_gpus(tmp_path)
         ],
     }
     (tmp_path / "test.yml").write_text(yaml.safe_dump(test, sort_keys=False))
-    res = promtool(tmp_path, "test", "rules", "test.yml")
+    res = promtool("test", "rules", "test.yml", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
