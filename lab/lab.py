@@ -2,6 +2,7 @@
 """rackforge lab: podman containers (Debian 12, systemd as PID 1, sshd) posing as GPU nodes.
 
     lab.py up [--nodes N] [--profile P] [--node-profile NAME=P ...] [--fault NAME:KIND[:k=v,...] ...]
+              [--control-plane 0|1] [--monitoring 0|1|2]
     lab.py down              remove every container, network, image and file the lab created
     lab.py reboot NAME       reboot a node (`systemctl reboot` in it; podman's restart policy
                              starts its container again): /run is a new tmpfs, so the simulated
@@ -36,6 +37,8 @@ from labcore.containers import (
     CP_IP,
     INVENTORY,
     LABEL,
+    MON_IP_BASE,
+    MON_IP_FORMAT,
     NETWORK,
     PREFIX,
     ROOT,
@@ -44,6 +47,7 @@ from labcore.containers import (
     SUBNET,
     container,
     exists,
+    host_group,
     podman,
     profiles,
     sh,
@@ -89,15 +93,17 @@ def cmd_up(opts):
     hosts = {}
     members = [("lab-cp1", CP_IP, None)] if opts.control_plane else []
     members += [(name, "10.89.77.%d" % (10 + i), prof) for i, (name, prof) in enumerate(node_profiles.items(), start=1)]
+    # the monitoring hosts (roles/monitoring_server): after the nodes, so the nodes keep their ports
+    members += [("lab-mon%d" % i, MON_IP_FORMAT % (MON_IP_BASE + i), None) for i in range(1, opts.monitoring + 1)]
     wanted = {"%s-%s" % (PREFIX, name) for name, _ip, _prof in members}
     for cname in podman("ps", "-a", "--format", "{{.Names}}", "--filter", "label=" + LABEL).stdout.split():
         # a node of an earlier `up` with more nodes, or without the control plane: not part of this lab
-        if re.match(r"^%s-lab-(node[0-9]+|cp1)$" % PREFIX, cname) and cname not in wanted:
+        if re.match(r"^%s-lab-(node[0-9]+|cp1|mon[0-9]+)$" % PREFIX, cname) and cname not in wanted:
             nodes.retire(cname)
     for idx, (name, ip, prof) in enumerate(members):
         port = SSH_BASE_PORT + idx
         cname = nodes.start_node(name, ip, port, prof, idx, pub, [args for node_name, args in faults if node_name == name])
-        hosts[name] = {"port": port, "ip": ip, "profile": prof, "container": cname}
+        hosts[name] = {"port": port, "ip": ip, "profile": prof, "container": cname, "group": host_group(name, prof)}
     addresses = fabric.fabric_map([(idx, ip, prof) for idx, (_name, ip, prof) in enumerate(members)])
     for h in hosts.values():
         if h["profile"]:
@@ -110,7 +116,7 @@ def cmd_up(opts):
     with open(os.path.join(STATE, "lab.json"), "w") as fh:
         json.dump(hosts, fh, indent=1)
     for name, h in hosts.items():
-        print("lab: %-10s %-14s ssh 127.0.0.1:%d  profile %s" % (name, h["ip"], h["port"], h["profile"] or "control-plane"))
+        print("lab: %-10s %-14s ssh 127.0.0.1:%d  profile %s" % (name, h["ip"], h["port"], h["profile"] or h["group"]))
 
 
 def cmd_fresh(opts):
@@ -192,6 +198,7 @@ def main():
     up.add_argument("--node-profile", action="append", help="NAME=PROFILE")
     up.add_argument("--fault", action="append", help="NODE:KIND[:key=value,...] ('+' separates list items)")
     up.add_argument("--control-plane", type=int, default=1, choices=(0, 1))
+    up.add_argument("--monitoring", type=int, default=2, choices=(0, 1, 2), help="monitoring hosts (Prometheus, Alertmanager)")
     sub.add_parser("down")
     rb = sub.add_parser("reboot")
     rb.add_argument("name")

@@ -46,6 +46,14 @@ options:
     type: list
     elements: dict
     default: []
+  redact:
+    description:
+      - Secrets the files carry (a receiver's URL, a password). Ansible masks each wherever it would
+        appear in the result (a validator's output, the diff, the file list), also where the task's
+        C(no_log) does not reach (ansible-core 2.19 prints a failed task's message).
+    type: list
+    elements: str
+    default: []
 """
 
 EXAMPLES = r"""
@@ -214,6 +222,8 @@ def main():
             "files": {"type": "list", "elements": "dict", "default": [], "options": FILE_OPTIONS},
             "absent": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "dict", "default": [], "options": UNIT_OPTIONS},
+            # AnsibleModule masks every no_log value wherever it appears in the result
+            "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
         },
         supports_check_mode=True,
     )

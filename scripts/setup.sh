@@ -5,7 +5,7 @@
 # Idempotent and quiet when nothing is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus nftables)
+apt_packages=(podman runc mmdebstrap uidmap slirp4netns fuse-overlayfs gnupg openssh-client prometheus prometheus-alertmanager nftables)
 # the REAL ibstat/ibstatus that the unit tests run over the simulated sysfs tree, and the compiler
 # for the lab's sysfs redirect library (lab/sysfs_redirect; the lab nodes have no compiler)
 apt_packages+=(infiniband-diags pciutils gcc libc6-dev)

@@ -19,6 +19,10 @@ NETWORK = PREFIX
 SUBNET = "10.89.77.0/24"
 MIRROR_IP = "10.89.77.2"
 CP_IP = "10.89.77.10"
+# the monitoring hosts lab-mon1, lab-mon2: 10.89.77.6, .7
+MON_IP_FORMAT, MON_IP_BASE = "10.89.77.%d", 5
+# the lab's webhook receiver (lab/webhook_receiver.py) runs on the control plane
+WEBHOOK_PORT = 9095
 SSH_BASE_PORT = int(os.environ.get("RACKFORGE_LAB_SSH_PORT", "2230"))
 LABEL = "io.rackforge.lab=1"
 CONFIG_LABEL = "io.rackforge.lab.config"
@@ -130,3 +134,10 @@ def wait_ssh(port, timeout=60):
         if time.time() > deadline:
             sys.exit("lab: sshd on 127.0.0.1:%d did not answer within %ds" % (port, timeout))
         time.sleep(0.5)
+
+
+def host_group(name, profile):
+    """The inventory group of a lab container: a GPU node has a profile; the rest by name."""
+    if profile:
+        return "gpu_nodes"
+    return "monitoring_hosts" if name.startswith("lab-mon") else "kube_control_plane"

@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 
-from labcore.containers import CONTROL_DIR, HERE, INVENTORY, MIRROR_IP, STATE
+from labcore.containers import CONTROL_DIR, CP_IP, HERE, INVENTORY, MIRROR_IP, STATE, WEBHOOK_PORT
 
 
 def _yaml(value, indent=0):
@@ -65,18 +65,16 @@ def host_entry(port, ip):
 
 def write_inventory(hosts, key, all_profiles):
     os.makedirs(os.path.join(INVENTORY, "group_vars", "all"), exist_ok=True)
-    gpu_hosts = {}
-    cp_hosts = {}
+    groups = {"gpu_nodes": {}, "kube_control_plane": {}, "monitoring_hosts": {}}
     for name, h in hosts.items():
         entry = host_entry(h["port"], h["ip"])
         if h["profile"]:
             entry["rackforge_hw_profile"] = h["profile"]
-            gpu_hosts[name] = entry
-        else:
-            cp_hosts[name] = entry
-    inv = {"all": {"children": {"gpu_nodes": {"hosts": gpu_hosts}}}}
-    if cp_hosts:
-        inv["all"]["children"]["kube_control_plane"] = {"hosts": cp_hosts}
+        groups[h["group"]][name] = entry
+    inv = {"all": {"children": {"gpu_nodes": {"hosts": groups["gpu_nodes"]}}}}
+    for group in ("kube_control_plane", "monitoring_hosts"):
+        if groups[group]:
+            inv["all"]["children"][group] = {"hosts": groups[group]}
     header = "---\n# Written by lab/lab.py from the containers it started. Never hand-edited.\n"
     with open(os.path.join(INVENTORY, "hosts.yml"), "w") as fh:
         fh.write(header + _yaml(inv) + "\n")
@@ -105,6 +103,9 @@ def write_inventory(hosts, key, all_profiles):
             for v in sorted(os.listdir(os.path.join(STATE, "mirror", "k8s-device-plugin")))
         },
         "rackforge_hardware_profiles": {n: hardware_expectations(p) for n, p in all_profiles.items()},
+        # where Alertmanager sends the lab's notifications: lab/webhook_receiver.py on the control
+        # plane, started by tests/integration/test_alerting.py (nothing listens there otherwise)
+        "rackforge_lab_webhook_url": "http://%s:%d/alerts" % (CP_IP, WEBHOOK_PORT),
     }
     with open(os.path.join(INVENTORY, "group_vars", "all", "lab.yml"), "w") as fh:
         fh.write(header + _yaml(lab_vars) + "\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import node_state, playbook
+from conftest import node_state, on_node, playbook
 
 CASES = [
     ({"rdma_roce_lossless_priority": 8}, "rdma_roce_lossless_priority = 8: must be 0..7"),
@@ -224,3 +224,46 @@ def test_on_demand_playbooks_refuse_bad_settings_before_any_check(converged, gpu
     assert all(res.recap[n]["failed"] == 1 and res.recap[n]["changed"] == 0 for n in gpu_nodes), res.recap
     assert "TASK [health_checks : Read the GPU state" not in res.stdout and "TASK [fabric_acceptance : Mark" not in res.stdout
     assert {n: node_state(n) for n in gpu_nodes} == before
+
+
+# the monitoring hosts' settings: checked in preflight.yml's play for them, before any change
+MONITORING_CASES = [
+    (
+        {"monitoring_server_receivers": [{"name": "ops", "type": "pagerduty"}]},
+        "monitoring_server_receivers[0].type: 'pagerduty'; allowed: webhook, email, slack",
+    ),
+    (
+        {"monitoring_server_receivers": [{"name": "ops", "type": "webhook", "url": "hxxp://token@x/"}]},
+        "monitoring_server_receivers[0].url: a webhook receiver needs an http(s) URL",
+    ),
+    (
+        {"monitoring_server_alert_for": {"RackforgeNVLinkDwn": "1m"}},
+        "monitoring_server_alert_for: 'RackforgeNVLinkDwn' is not an alert of the rules",
+    ),
+    ({"monitoring_server_retention_time": "15 days"}, 'monitoring_server_retention_time = "15 days": must be a Prometheus duration'),
+    ({"monitoring_server_listen_address": "eth0"}, 'monitoring_server_listen_address = "eth0": must be an IP address'),
+    ({"monitoring_server_external_labels": {"__replica__": "a"}}, "must be a Prometheus label name"),
+]
+MONITORING_FILES = (
+    "/etc/prometheus/prometheus.yml",
+    "/etc/prometheus/alertmanager.yml",
+    "/etc/default/prometheus",
+    "/etc/default/prometheus-alertmanager",
+)
+
+
+@pytest.mark.parametrize("extra, needle", MONITORING_CASES, ids=[next(iter(c[0])) for c in MONITORING_CASES])
+def test_bad_monitoring_settings_stop_the_monitoring_hosts_before_any_change(converged, extra, needle):
+    mons = ["lab-mon1", "lab-mon2"]
+
+    def state():
+        return {m: on_node(m, "sha256sum", *MONITORING_FILES).stdout for m in mons}
+
+    before = state()
+    res = playbook("site.yml", "-e", json.dumps(extra), "--limit", "monitoring_hosts")
+    assert res.returncode != 0
+    assert needle in " ".join(res.stdout.split()), res.stdout[-3000:]
+    assert "hxxp://token@x/" not in res.stdout  # a URL's value is never printed
+    assert "TASK [monitoring_server : Install" not in res.stdout  # stopped in the validation play
+    assert all(res.recap[m]["failed"] == 1 and res.recap[m]["changed"] == 0 for m in mons), res.recap
+    assert state() == before

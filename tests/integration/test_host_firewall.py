@@ -1,14 +1,14 @@
 """host_firewall in the lab (real nftables in each node's own network namespace): with it on, the
-monitoring host (the lab host, where Prometheus runs) still scrapes a node and the control plane
+monitoring hosts (lab-mon1, lab-mon2, where Prometheus runs) still scrape a node and the control plane
 still reaches its kubelet port, while another node is cut off from both; changed rules are loaded
 by a reload; off again, the table and its unit are gone."""
 
 from __future__ import annotations
 
 import json
-import urllib.request
 
 from conftest import on_node, playbook
+from monitoring_helper import monitoring_hosts
 
 NODE, OTHER, CP = "lab-node1", "lab-node2", "lab-cp1"
 PROBE = (
@@ -31,12 +31,12 @@ def started():
 
 def test_exporter_and_kubelet_ports_only_from_monitoring_and_control_plane(converged):
     ip = json.loads(on_node(NODE, "ip", "-j", "-4", "addr", "show", "eth0").stdout)[0]["addr_info"][0]["local"]
-    gateway = json.loads(on_node(NODE, "ip", "-j", "route", "show", "default").stdout)[0]["gateway"]  # the lab host
+    mons = [m + "/32" for m in monitoring_hosts().values()]
     cp_ip = json.loads(on_node(CP, "ip", "-j", "-4", "addr", "show", "eth0").stdout)[0]["addr_info"][0]["local"]
     assert probe(OTHER, ip, 9100) == "open"
     on = {
         "host_firewall_enabled": True,
-        "host_firewall_scrape_sources": [gateway + "/32"],
+        "host_firewall_scrape_sources": mons,
         "host_firewall_kubelet_sources": [cp_ip + "/32"],
     }
     try:
@@ -46,8 +46,8 @@ def test_exporter_and_kubelet_ports_only_from_monitoring_and_control_plane(conve
         assert probe(OTHER, ip, 9100) == "dropped"
         assert probe(OTHER, ip, 10250) == "dropped"
         assert probe(CP, ip, 10250) == "refused"  # let through; nothing listens there in the lab (no real kubelet)
-        with urllib.request.urlopen("http://%s:9100/metrics" % ip, timeout=5) as resp:  # the monitoring host scrapes
-            assert resp.status == 200 and b"node_exporter_build_info" in resp.read()
+        for mon in monitoring_hosts():  # the monitoring hosts scrape
+            assert "node_exporter_build_info" in on_node(mon, "curl", "-sf", "--max-time", "5", "http://%s:9100/metrics" % ip).stdout
         again = playbook("playbooks/monitoring.yml", "--limit", NODE, "-e", json.dumps(on))
         assert again.returncode == 0 and again.recap[NODE]["changed"] == 0
         since = started()
@@ -56,7 +56,7 @@ def test_exporter_and_kubelet_ports_only_from_monitoring_and_control_plane(conve
         wider = dict(
             on,
             host_firewall_scrape_sources=[
-                gateway + "/32",
+                *mons,
                 json.loads(on_node(OTHER, "ip", "-j", "-4", "addr", "show", "eth0").stdout)[0]["addr_info"][0]["local"] + "/32",
             ],
         )

@@ -19,6 +19,9 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 VALIDATION_TASK = "Check this host's settings against every role's argument spec and rules"
 CP_VALIDATION_TASK = "Check this host's settings against the Kubernetes roles' argument specs and rules"
+# the monitoring hosts' own settings are checked in their own play (preflight.yml)
+MON_VALIDATION_PLAY = "Validate the monitoring hosts' settings (receivers, routing, scrape configs, alert durations)"
+MON_ROLES = {"monitoring_server"}
 WRONG = {
     "str": ["not", "a", "string"],
     "path": {"not": "a path"},
@@ -38,23 +41,25 @@ def spec_options():
             yield role, name, option
 
 
-def cases():
-    """[(host, {variable: bad value}, the variable the message must name)]"""
+def cases(group=None):
+    """[(host, {variable: bad value}, the variable the message must name)] of the hosts of one
+    inventory group (gpu_nodes, monitoring_hosts), or of all when group is None"""
     out = []
     seen_roles = set()
     for role, name, option in spec_options():
         kind = option.get("type", "str")
+        where = "monitoring_hosts" if role in MON_ROLES else "gpu_nodes"
         if kind in WRONG:
-            out.append((name + "-type", {name: WRONG[kind]}, name))
+            out.append((name + "-type", {name: WRONG[kind]}, name, where))
         if option.get("choices"):
-            out.append((name + "-choice", {name: 99 if kind == "int" else "not-one-of-the-choices"}, name))
+            out.append((name + "-choice", {name: 99 if kind == "int" else "not-one-of-the-choices"}, name, where))
         if kind == "list" and option.get("elements") in WRONG_ELEMENT:
-            out.append((name + "-element", {name: [WRONG_ELEMENT[option["elements"]]]}, name + "[0]"))
+            out.append((name + "-element", {name: [WRONG_ELEMENT[option["elements"]]]}, name + "[0]", where))
         if role not in seen_roles:  # one typo per role: the option's name with its last letter doubled
             seen_roles.add(role)
-            out.append((name + "-typo", {name + name[-1]: 1}, "did you mean %s?" % name))
-    out.append(("profile-missing", {"rackforge_hw_profile": "hgx-h100-8gpuX"}, "rackforge_hw_profile"))
-    return [(host.replace("_", "-"), bad, needle) for host, bad, needle in out]
+            out.append((name + "-typo", {name + name[-1]: 1}, "did you mean %s?" % name, "gpu_nodes"))
+    out.append(("profile-missing", {"rackforge_hw_profile": "hgx-h100-8gpuX"}, "rackforge_hw_profile", "gpu_nodes"))
+    return [(host.replace("_", "-"), bad, needle) for host, bad, needle, where in out if group in (None, where)]
 
 
 def inventory(tmp):
@@ -77,9 +82,20 @@ def inventory(tmp):
     )
     base = {"rackforge_hw_profile": "hgx-h100-8gpu"}
     hosts = {"valid-node": dict(base)}
-    for host, bad, _ in cases():
+    for host, bad, _ in cases("gpu_nodes"):
         hosts[host] = dict(base, **bad)
-    inv = {"all": {"children": {"gpu_nodes": {"hosts": hosts}, "kube_control_plane": {"hosts": {"cp-r01-01": {}}}}}}
+    mons = {"valid-mon": {}}
+    for host, bad, _ in cases("monitoring_hosts"):
+        mons[host] = bad
+    inv = {
+        "all": {
+            "children": {
+                "gpu_nodes": {"hosts": hosts},
+                "kube_control_plane": {"hosts": {"cp-r01-01": {}}},
+                "monitoring_hosts": {"hosts": mons},
+            }
+        }
+    }
     (tmp / "hosts.yml").write_text(json.dumps(inv))
     return tmp / "hosts.yml"
 
@@ -99,12 +115,21 @@ def test_every_generated_bad_setting_is_refused_before_any_role_runs(tmp_path):
     first = report["plays"][0]
     task = next(t for t in first["tasks"] if t["task"]["name"] == VALIDATION_TASK)
     results = task["hosts"]
+    mon_play = next(p for p in report["plays"] if p["play"]["name"] == MON_VALIDATION_PLAY)
+    mon_results = {}
+    for t in mon_play["tasks"]:
+        for host, result in t["hosts"].items():
+            if result.get("failed") or host not in mon_results:
+                mon_results[host] = result
     missed = []
-    for host, bad, needle in cases():
-        result = results[host]
-        if not result.get("failed") or needle not in result.get("msg", ""):
-            missed.append((host, bad, result.get("msg")))
+    for group, found in (("gpu_nodes", results), ("monitoring_hosts", mon_results)):
+        for host, bad, needle in cases(group):
+            result = found[host]
+            if not result.get("failed") or needle not in result.get("msg", ""):
+                missed.append((host, bad, result.get("msg")))
     assert not missed, missed[:5]
+    assert len(cases("monitoring_hosts")) >= 20
+    assert not mon_results["valid-mon"].get("failed")
     assert len(cases()) >= 150
     # the controls pass validation; the valid node then meets its first remote task and cannot
     # be reached: nothing but the validation ran for the refused hosts
@@ -113,4 +138,5 @@ def test_every_generated_bad_setting_is_refused_before_any_role_runs(tmp_path):
     assert not cp_task["hosts"]["cp-r01-01"].get("failed") and "cp-r01-01" not in results
     stats = report["stats"]
     assert stats["valid-node"]["unreachable"] == 1
+    assert stats["valid-mon"]["unreachable"] == 1
     assert all(stats[host]["unreachable"] == 0 and stats[host]["failures"] == 1 for host, _, _ in cases())

@@ -1,0 +1,207 @@
+"""Alerts end to end in the lab: a fault on a node -> its textfile gauge -> node_exporter -> both
+monitoring hosts' Prometheus (the rules, with the lab's short `for:`) -> the two clustered
+Alertmanagers -> the receiver, lab/webhook_receiver.py on the control plane, which records every
+notification it gets. Then the resolved notification after the fault is cleared; a stopped
+node_exporter; the node-down inhibition; one monitoring host down; configs promtool and amtool
+refuse never installed.
+
+Timing bound of a notification: the rule's `for:`, plus two scrape intervals (the sample that
+shows the fault, and the one before it may have just missed it), plus one rule evaluation interval
+(the rule sees a scrape only at its next evaluation) and the route's group_wait, plus 5 s for the
+HTTP hops and Alertmanager's own dispatch. The lab's values: lab/inventory_vars/rackforge.yml."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+
+import pytest
+from conftest import ROOT, lab, on_node, playbook
+from monitoring_helper import (
+    ALERTMANAGER_PORT,
+    PROMETHEUS_PORT,
+    alertmanager,
+    file_sha,
+    monitoring_hosts,
+    ready,
+    wait_for,
+)
+
+SCRAPE, EVALUATION, GROUP_WAIT, GROUP_INTERVAL, FOR = 2, 2, 1, 2, 6
+FIRING_BOUND = FOR + 2 * SCRAPE + EVALUATION + GROUP_WAIT + 5
+# resolved: the scrape that shows the node healthy, the evaluation that ends the alert, and the
+# group's next flush
+RESOLVED_BOUND = 2 * SCRAPE + EVALUATION + GROUP_INTERVAL + 5
+RECEIVER = "/usr/local/lib/rackforge-lab/webhook_receiver.py"
+RECORD = "/var/lib/rackforge-lab-webhook/alerts.jsonl"
+UNIT = "rackforge-lab-webhook"
+
+
+@pytest.fixture(scope="module")
+def webhook(converged):
+    """notifications(since=0) -> the notifications the lab's receiver got, in order, with the
+    time each arrived; the receiver runs on lab-cp1 for this module."""
+    on_node("lab-cp1", "mkdir", "-p", "/usr/local/lib/rackforge-lab")
+    subprocess.run(["podman", "cp", str(ROOT / "lab" / "webhook_receiver.py"), "rackforge-lab-lab-cp1:" + RECEIVER], check=True)
+    on_node("lab-cp1", "systemctl", "stop", UNIT, check=False)
+    on_node("lab-cp1", "rm", "-f", RECORD)
+    on_node(
+        "lab-cp1",
+        "systemd-run",
+        "--unit",
+        UNIT,
+        "--collect",
+        "python3",
+        RECEIVER,
+        "--listen",
+        "10.89.77.10",
+        "--port",
+        "9095",
+        "--out",
+        RECORD,
+    )
+
+    def notifications(since=0):
+        out = on_node("lab-cp1", "cat", RECORD, check=False).stdout
+        return [json.loads(line) for line in out.splitlines() if line.strip()][since:]
+
+    # a fresh, healthy verdict everywhere before the first fault
+    fresh = playbook("playbooks/health_check.yml")
+    assert fresh.returncode == 0 and "UNHEALTHY" not in fresh.stdout, fresh.stdout[-2000:]
+    try:
+        yield notifications
+    finally:
+        on_node("lab-cp1", "systemctl", "stop", UNIT, check=False)
+
+
+def find(notes, alertname, node, status):
+    """The first notification carrying that alert for that node in that status: (note, alert)."""
+    for note in notes:
+        for alert in note["body"]["alerts"]:
+            labels = alert["labels"]
+            if labels.get("alertname") == alertname and labels.get("node") == node and alert["status"] == status:
+                return note, alert
+    return None
+
+
+def arrival(webhook, since, alertname, node, status, start, bound):
+    def arrived():
+        """the webhook notification"""
+        return find(webhook(since), alertname, node, status)
+
+    note, alert = wait_for(arrived, timeout=bound + 30)
+    took = note["received_at"] - start
+    assert took <= bound, "%s %s for %s arrived %.1fs after the change, bound %ss" % (alertname, status, node, took, bound)
+    return note, alert
+
+
+def test_an_nvlink_fault_reaches_the_receiver_and_its_clearing_too(webhook, gpu_nodes, faulted):
+    victim = gpu_nodes[0]
+    since = len(webhook())
+    faulted(victim, "nvlink_inactive", "gpu=2", "links=7")
+    res = playbook("playbooks/health_check.yml", "--limit", victim)
+    assert res.returncode == 0, res.stdout[-2000:]
+    start = time.time()
+    note, alert = arrival(webhook, since, "RackforgeNVLinkDown", victim, "firing", start, FIRING_BOUND)
+    assert note["body"]["receiver"] == "lab-webhook" and alert["labels"]["gpu"] == "2"
+    assert alert["labels"]["severity"] == "critical" and "NVLinks active" in alert["annotations"]["summary"]
+    arrival(webhook, since, "RackforgeNodeUnhealthy", victim, "firing", start, FIRING_BOUND)
+    # only the victim alerted
+    assert {a["labels"].get("node") for n in webhook(since) for a in n["body"]["alerts"]} == {victim}
+
+    lab("fault", victim, "clear")
+    since = len(webhook())
+    assert playbook("playbooks/health_check.yml", "--limit", victim).returncode == 0
+    start = time.time()
+    arrival(webhook, since, "RackforgeNVLinkDown", victim, "resolved", start, RESOLVED_BOUND)
+    arrival(webhook, since, "RackforgeNodeUnhealthy", victim, "resolved", start, RESOLVED_BOUND)
+
+
+def test_a_stopped_node_exporter_alerts_and_holds_back_the_nodes_other_alerts(webhook, gpu_nodes):
+    victim = gpu_nodes[-1]
+    since = len(webhook())
+    on_node(victim, "systemctl", "stop", "prometheus-node-exporter")
+    try:
+        start = time.time()
+        _note, alert = arrival(webhook, since, "RackforgeNodeExporterDown", victim, "firing", start, FIRING_BOUND)
+        assert alert["labels"]["job"] == "rackforge-node"
+        # the inhibition: another alert of the same node, sent to Alertmanager while the node is
+        # down, is held back (suppressed, inhibited by the node-down alert) and notifies nobody
+        ip = next(iter(monitoring_hosts().values()))
+        gpu_alert = {"labels": {"alertname": "RackforgeGpuXidError", "node": victim, "gpu": "0", "severity": "warning"}}
+        alertmanager(ip, "alerts", [gpu_alert])
+
+        def suppressed():
+            """the GPU alert inhibited by the node-down alert"""
+            found = [a for a in alertmanager(ip, "alerts") if a["labels"]["alertname"] == "RackforgeGpuXidError"]
+            return found and found[0]["status"]["state"] == "suppressed" and found[0]["status"]["inhibitedBy"] and found
+
+        wait_for(suppressed, timeout=20)
+        time.sleep(GROUP_WAIT + GROUP_INTERVAL + 2)
+        assert find(webhook(since), "RackforgeGpuXidError", victim, "firing") is None
+    finally:
+        on_node(victim, "systemctl", "start", "prometheus-node-exporter")
+    since_back = len(webhook())
+    start = time.time()
+    arrival(webhook, since_back, "RackforgeNodeExporterDown", victim, "resolved", start, RESOLVED_BOUND)
+
+
+def test_one_monitoring_host_down_loses_no_alert(webhook, gpu_nodes, faulted):
+    hosts = monitoring_hosts()
+    down, (up_ip,) = "lab-mon1", [ip for name, ip in hosts.items() if name != "lab-mon1"]
+    on_node(down, "systemctl", "stop", "prometheus", "prometheus-alertmanager")
+    try:
+        victim = gpu_nodes[1]
+        since = len(webhook())
+        faulted(victim, "nvlink_inactive", "gpu=1", "links=7")
+        assert playbook("playbooks/health_check.yml", "--limit", victim).returncode == 0
+        start = time.time()
+        arrival(webhook, since, "RackforgeNVLinkDown", victim, "firing", start, FIRING_BOUND)
+        # the survivor's Prometheus sees its peer gone, and says so
+        peers = alertmanager(up_ip, "status")["cluster"]["peers"]
+        assert len(peers) in (1, 2)  # gossip forgets a dead peer only after its timeout
+        lab("fault", victim, "clear")
+        since = len(webhook())
+        assert playbook("playbooks/health_check.yml", "--limit", victim).returncode == 0
+        arrival(webhook, since, "RackforgeNVLinkDown", victim, "resolved", time.time(), RESOLVED_BOUND)
+    finally:
+        on_node(down, "systemctl", "start", "prometheus", "prometheus-alertmanager")
+    ip = hosts[down]
+    wait_for(lambda: ready(ip, PROMETHEUS_PORT) and ready(ip, ALERTMANAGER_PORT), timeout=60)
+
+
+def test_a_config_promtool_refuses_is_never_installed_and_the_running_one_keeps_working(converged):
+    host, ip = "lab-mon1", monitoring_hosts()["lab-mon1"]
+    before = file_sha(host, "/etc/prometheus/prometheus.yml")
+    bad = {
+        "monitoring_server_extra_scrape_configs": [
+            {
+                "job_name": "operator-extra",
+                "static_configs": [{"targets": ["10.89.77.11:9100"]}],
+                # an unterminated regular expression: only Prometheus's own parser knows it is wrong
+                "relabel_configs": [{"source_labels": ["__address__"], "regex": "([", "target_label": "x"}],
+            }
+        ]
+    }
+    res = playbook("playbooks/monitoring.yml", "--limit", host, "-e", json.dumps(bad))
+    assert res.returncode != 0
+    assert "promtool" in res.stdout and "missing closing ]" in res.stdout, res.stdout[-3000:]
+    assert file_sha(host, "/etc/prometheus/prometheus.yml") == before
+    assert ready(ip, PROMETHEUS_PORT)
+    assert on_node(host, "systemctl", "is-active", "prometheus").stdout.strip() == "active"
+
+
+def test_a_config_amtool_refuses_is_never_installed_and_the_running_one_keeps_working(converged):
+    host, ip = "lab-mon1", monitoring_hosts()["lab-mon1"]
+    before = file_sha(host, "/etc/prometheus/alertmanager.yml")
+    # an http URL by rackforge's check, but with a port Alertmanager's URL parser refuses
+    url = "http://10.89.77.10:notaport/alerts"
+    bad = {"monitoring_server_receivers": [{"name": "ops", "type": "webhook", "url": url}]}
+    res = playbook("playbooks/monitoring.yml", "--limit", host, "-e", json.dumps(bad))
+    assert res.returncode != 0
+    # amtool's reason is shown, the URL (a receiver's URLs carry tokens) masked
+    assert "amtool check-config" in res.stdout and 'parse "********": invalid port' in res.stdout, res.stdout[-3000:]
+    assert url not in res.stdout
+    assert file_sha(host, "/etc/prometheus/alertmanager.yml") == before
+    assert ready(ip, ALERTMANAGER_PORT)
