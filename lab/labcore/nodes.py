@@ -27,6 +27,7 @@ import os
 import sys
 import time
 
+from labcore import dcgm
 from labcore.containers import (
     BASE_FLAGS,
     CONFIG_LABEL,
@@ -342,6 +343,7 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
         install_reboot(cname)
         if prof:
             install_hwsim(cname, idx, prof)
+            dcgm.install(cname, name, ip)
         else:
             install_kernel_tools(cname)
         for args in faults:
