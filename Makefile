@@ -34,8 +34,10 @@ lint: setup
 	vermin --no-tips --target=3.8- --violations --backport ipaddress library module_utils
 	python3 scripts/check_argument_specs.py
 	python3 scripts/role_docs.py --check
+	python3 scripts/dashboards.py --check
 	python3 scripts/awx_surveys.py --check
 	ansible-playbook playbooks/awx_configure.yml --syntax-check
+	ansible-playbook -i inventories/example/hosts.yml playbooks/grafana.yml --syntax-check
 	ansible-playbook -i inventories/example/hosts.yml site.yml --syntax-check
 	ansible-lint --profile production --strict
 

@@ -63,7 +63,9 @@ findings:
   type: list
   elements: dict
 ports:
-  description: The ports checked, with state, rate, active MTU, PFC priorities and a per-port verdict.
+  description: >-
+    The ports checked, with state, rate, active MTU, PFC priorities, error counters, traffic counters
+    (PFC pause frames per priority, CNP/ECN; reported, never judged) and a per-port verdict.
   returned: always
   type: list
   elements: dict
@@ -74,6 +76,7 @@ counters:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, read_file, run_concurrently
@@ -95,6 +98,11 @@ ERROR_COUNTERS = {
 # mlx5 physical-port counters from `ethtool -S` (Ethernet ports only); the pause-storm counter
 # rises when the NIC's pause-storm watchdog stopped a flood of PFC pause frames
 ETHTOOL_COUNTERS = ("rx_crc_errors_phy", "link_down_events_phy", "tx_pause_storm_error_events")
+# traffic counters, reported (textfile, dashboards) and never judged: PFC pause frames per
+# priority (mlx5 `ethtool -S` lists rx/tx_prio<N>_pause for the PFC-enabled priorities) and the
+# congestion notifications of RoCE's ECN (the port's hw_counters)
+PAUSE_COUNTER = re.compile(r"^(rx|tx)_prio[0-7]_pause$")
+TRAFFIC_HW_COUNTERS = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
 
 
 def main():
@@ -158,7 +166,7 @@ def main():
         except ParseError as exc:
             cannot("roce_gid", "show_gids", "show_gids failed: %s" % exc, [bins["show_gids"]], rc, out, err)
     root = p["sysfs_root"]
-    netdev_of, mtus, pause, counters = {}, {}, {}, {}
+    netdev_of, mtus, pause, counters, traffic = {}, {}, {}, {}, {}
     ethtool = bins["ethtool"]
     for ca in ibstat:
         netdir = os.path.join(root, "class", "infiniband", ca, "device", "net")
@@ -189,6 +197,7 @@ def main():
                 stats = parse_ethtool_stats(out)
                 pause[netdev] = pfc_enabled_priorities(stats)
                 found.update((name, stats[name]) for name in ETHTOOL_COUNTERS if name in stats)
+                traffic[ca] = {name: value for name, value in stats.items() if PAUSE_COUNTER.match(name)}
             except ParseError as exc:
                 cannot("pfc", "%s/1 (%s)" % (ca, netdev), "ethtool -S failed: %s" % exc, [ethtool, "-S", netdev], rc, out, err)
         for group, names_ in ERROR_COUNTERS.items():
@@ -196,6 +205,10 @@ def main():
                 value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
                 if value is not None and value.isdigit():
                     found[name] = int(value)
+        for name in TRAFFIC_HW_COUNTERS:
+            value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", "hw_counters", name))
+            if value is not None and value.isdigit():
+                traffic.setdefault(ca, {})[name] = int(value)
         counters[ca] = found
     expected = {
         "count": p["expected_count"],
@@ -216,6 +229,8 @@ def main():
         baseline=p["baseline"],
     )
     findings = not_run + findings
+    for port in ports:
+        port["traffic"] = traffic.get(port["ca"], {})
     module.exit_json(changed=False, healthy=not findings, findings=findings, ports=ports, counters=counters)
 
 

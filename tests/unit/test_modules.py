@@ -217,3 +217,22 @@ def test_gpu_info_reports_xids_the_kernel_logged_since_the_baseline(tmp_path, mo
 def test_gpu_info_an_unreadable_kernel_log_is_not_run_never_a_pass(tmp_path, monkeypatch, capsys):
     res = run_module(nvidia_gpu_info, {"kmsg_path": str(tmp_path / "no-kmsg")}, Sim(tmp_path), monkeypatch, capsys)
     assert [f["check"] for f in res["findings"]] == ["gpu_xid_not_run"] and res["kernel_log"] is None
+
+
+def test_rdma_health_reports_pause_and_congestion_traffic_without_judging_it(tmp_path, monkeypatch, capsys):
+    """PFC pause frames per enabled priority (ethtool -S) and CNP/ECN counts (hw_counters) come
+    back per port as traffic; a busy lossless fabric pauses and marks by design, so none of it
+    is a finding."""
+    sim = Sim(tmp_path)
+    for i in range(8):
+        sim.run("mlnx_qos", "-i", "ens%dnp0" % (i + 1), "--pfc", "0,0,0,1,0,0,0,0")
+    monkeypatch.setattr(rdma_health.AnsibleModule, "get_bin_path", sim.get_bin_path())
+    args = {"expected_count": 8, "rate_gbps": 400, "exclude_netdevs": ["ens9f0np0"], "lossless_priority": 3, "sysfs_root": str(sim.sysfs)}
+    res = run_module(rdma_health, args, sim, monkeypatch, capsys)
+    assert res["healthy"], res["findings"]
+    port = next(p for p in res["ports"] if p["ca"] == "mlx5_0")
+    assert {"rx_prio3_pause", "tx_prio3_pause"} <= set(port["traffic"])
+    assert {"np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets"} <= set(port["traffic"])
+    assert not set(port["traffic"]) & set(port["counters"])
+    # traffic never enters the baseline the error check compares against
+    assert not any("pause" in name and "storm" not in name for c in res["counters"].values() for name in c)
