@@ -147,10 +147,18 @@ NODE_GPU = dashboard(
             w=12,
         ),
         panel(
-            "Clocks",
-            [("DCGM_FI_DEV_SM_CLOCK{%s}" % N, "GPU {{gpu}} SM"), ("DCGM_FI_DEV_MEM_CLOCK{%s}" % N, "GPU {{gpu}} memory")],
+            "Clocks against the applied application clocks",
+            [
+                ("DCGM_FI_DEV_SM_CLOCK{%s}" % N, "GPU {{gpu}} SM"),
+                ("DCGM_FI_DEV_APP_SM_CLOCK{%s}" % N, "GPU {{gpu}} SM application (gpu_tuning)"),
+                ("DCGM_FI_DEV_MEM_CLOCK{%s}" % N, "GPU {{gpu}} memory"),
+                ("DCGM_FI_DEV_APP_MEM_CLOCK{%s}" % N, "GPU {{gpu}} memory application (gpu_tuning)"),
+            ],
             unit="MHz",
-            description="Compare with the node's gpu_tuning profile (locked or application clocks).",
+            description=(
+                "The application clocks are the ones gpu_tuning sets (nvidia-smi -ac). Locked clocks (-lgc)"
+                " cannot be read back from NVML, so they are not shown."
+            ),
             w=12,
         ),
         panel(
