@@ -11,31 +11,18 @@ import os
 import yaml
 from ansible.errors import AnsibleFilterError
 
-_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "rackforge", "prometheus_config.py")
-_SPEC = importlib.util.spec_from_file_location("rackforge_prometheus_config", _PATH)
-PC = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(PC)
-
-
-def _plain(value):
-    """Ansible's lazy containers and tagged strings as plain Python (for yaml.safe_dump)."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool) or value is None:
-        return value
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return str(value)
+_SPEC = importlib.util.spec_from_file_location(
+    "rackforge_controller", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "module_utils", "rackforge", "controller.py")
+)
+controller = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(controller)
+PC = controller.load(("settings", "prometheus_config"))
 
 
 def _wrap(fn, dump):
     def filt(value, *args):
         try:
-            out = fn(_plain(value), *[_plain(a) for a in args])
+            out = fn(controller.plain(value), *[controller.plain(a) for a in args])
         except PC.ConfigError as exc:
             raise AnsibleFilterError(str(exc)) from exc
         if dump:

@@ -1,7 +1,8 @@
 """The monitoring hosts' configuration, decided in one place (no I/O): Prometheus's and
 Alertmanager's config files and command lines, and the alert rules with the operator's `for:`
 durations. Used on the controller by filter_plugins/monitoring.py (roles/monitoring_server);
-promtool and amtool check what these return before it replaces a running config.
+promtool and amtool check what these return before it replaces a running config. Loaded on the
+controller through module_utils/rackforge/controller.py (with settings.py, whose formats it uses).
 
 Public API (each raises ConfigError naming the variable and what is allowed):
 
@@ -25,13 +26,12 @@ from __future__ import annotations
 import re
 
 import yaml
+from ansible.module_utils.rackforge.settings import FORMATS
 
-DURATION = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-LABEL_NAME = re.compile(r"^(?!__)[a-zA-Z_][a-zA-Z0-9_]*$")
+# the formats the settings check knows (one home): durations, label names, URLs, host:port
+DURATION, LABEL_NAME, URL, HOSTPORT = (FORMATS[f][0] for f in ("prom_duration", "label_name", "url", "hostport"))
 RECEIVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-URL = re.compile(r"^https?://[^\s/]+(/\S*)?$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
-HOSTPORT = re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$")
 SEVERITIES = ("critical", "warning")
 RECEIVER_TYPES = ("webhook", "email", "slack")
 # the route's own receiver: no configs, so nobody is notified of an alert no receiver takes

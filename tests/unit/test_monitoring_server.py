@@ -15,7 +15,9 @@ import yaml
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils" / "rackforge"))
-import prometheus_config as pc  # noqa: E402
+import controller  # noqa: E402
+
+pc = controller.load(("settings", "prometheus_config"))
 
 RULES = (ROOT / "roles" / "monitoring" / "files" / "rackforge-alerts.yml").read_text()
 ROUTE = {"group_wait": "30s", "group_interval": "5m", "repeat_interval": "4h"}
