@@ -24,7 +24,10 @@ NO_PARSE_ERROR = ()  # hardware.py has no ParseError: its parsers must not raise
 PARSERS = {
     "nvidia-smi-nvlink-status": [(n.parse_nvlink_status, n.ParseError)],
     "nvidia-smi-nvlink-errors": [(n.parse_nvlink_errors, n.ParseError)],
-    "nvidia-smi-nvlink-remote": None,  # `nvlink -R`: rackforge has no parser for it (kept as a format reference)
+    "nvidia-smi-nvlink-remote": None,
+    # dcgm-exporter's /metrics: the format the lab's SIMULATED exporter is held to
+    # (tests/unit/test_dcgm_exporter_sim.py); Prometheus parses it, rackforge does not
+    "dcgm-exporter": None,  # `nvlink -R`: rackforge has no parser for it (kept as a format reference)
     "nvidia-smi-q": [(n.parse_query_text, n.ParseError), (n.parse_fabric, n.ParseError)],
     "nvidia-smi-q-x": [(n.parse_query_xml, n.ParseError)],
     "nvidia-smi-query-gpu": [(n.parse_query_gpu_csv, n.ParseError)],
