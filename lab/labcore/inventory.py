@@ -121,7 +121,7 @@ def write_fresh_inventory(path, name, port, ip, profile, lab_hosts):
     entry = host_entry(port, ip)
     entry["rackforge_hw_profile"] = profile
     inv = {"all": {"children": {"gpu_nodes": {"hosts": {name: entry}}}}}
-    cps = {n: host_entry(h["port"], h["ip"]) for n, h in lab_hosts.items() if not h["profile"]}
+    cps = {n: host_entry(h["port"], h["ip"]) for n, h in lab_hosts.items() if h.get("group") == "kube_control_plane"}
     if cps:
         inv["all"]["children"]["kube_control_plane"] = {"hosts": cps}
     with open(path, "w") as fh:
