@@ -105,6 +105,16 @@ PAUSE_COUNTER = re.compile(r"^(rx|tx)_prio[0-7]_pause$")
 TRAFFIC_HW_COUNTERS = ("np_cnp_sent", "rp_cnp_handled", "np_ecn_marked_roce_packets")
 
 
+def port_counters(root, ca, group, names):
+    """{name: value} of port 1's sysfs counters (counters/ or hw_counters/) that read as a number."""
+    out = {}
+    for name in names:
+        value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
+        if value is not None and value.isdigit():
+            out[name] = int(value)
+    return out
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -201,14 +211,8 @@ def main():
             except ParseError as exc:
                 cannot("pfc", "%s/1 (%s)" % (ca, netdev), "ethtool -S failed: %s" % exc, [ethtool, "-S", netdev], rc, out, err)
         for group, names_ in ERROR_COUNTERS.items():
-            for name in names_:
-                value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", group, name))
-                if value is not None and value.isdigit():
-                    found[name] = int(value)
-        for name in TRAFFIC_HW_COUNTERS:
-            value = read_file(os.path.join(root, "class", "infiniband", ca, "ports", "1", "hw_counters", name))
-            if value is not None and value.isdigit():
-                traffic.setdefault(ca, {})[name] = int(value)
+            found.update(port_counters(root, ca, group, names_))
+        traffic.setdefault(ca, {}).update(port_counters(root, ca, "hw_counters", TRAFFIC_HW_COUNTERS))
         counters[ca] = found
     expected = {
         "count": p["expected_count"],

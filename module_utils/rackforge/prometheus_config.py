@@ -10,15 +10,18 @@ Public API (each raises ConfigError naming the variable and what is allowed):
   `for:` replaced; an override that names no alert of the file, or is not a Prometheus duration,
   is refused.
 - prometheus_config(s) -> dict: prometheus.yml. s: {targets_dir, scrape_interval,
-  evaluation_interval, external_labels, alertmanagers [host:port], self_targets
-  {prometheus: [host:port], alertmanager: [host:port]}, extra_scrape_configs}.
+  evaluation_interval, external_labels, servers [every monitoring host's address],
+  prometheus_port, alertmanager_port, extra_scrape_configs}: every server's Alertmanager gets the
+  alerts, and every server's Prometheus and Alertmanager are scraped.
 - alertmanager_config(s) -> dict: alertmanager.yml. s: {receivers, smtp, route, inhibit}.
   Every receiver gets a child route of the root (continue: true), matched on the severities it
   takes; the root's own receiver notifies nobody, so an alert no receiver takes is only shown in
   Alertmanager. The inhibition: while a node's node_exporter is down (the host is down or cut
   off), its other alerts are held back (equal node).
 - prometheus_args(s), alertmanager_args(s) -> str: the ARGS line of /etc/default/prometheus and
-  /etc/default/prometheus-alertmanager (Debian's units run `$ARGS`).
+  /etc/default/prometheus-alertmanager (Debian's units run `$ARGS`). s: {address, port, ...};
+  alertmanager_args also {cluster_port, peers [the other monitoring hosts' addresses]}.
+- hostport(address, port) -> str: address:port, an IPv6 address in brackets.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ import re
 import yaml
 from ansible.module_utils.rackforge.settings import FORMATS
 
-# the formats the settings check knows (one home): durations, label names, URLs, host:port
-DURATION, LABEL_NAME, URL, HOSTPORT = (FORMATS[f][0] for f in ("prom_duration", "label_name", "url", "hostport"))
+# the formats the settings check knows (one home): durations, sizes, label names, URLs, host:port
+DURATION, SIZE, LABEL_NAME, URL, HOSTPORT = (FORMATS[f][0] for f in ("prom_duration", "prom_size", "label_name", "url", "hostport"))
 RECEIVER_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 EMAIL = re.compile(r"^[^@\s]+@[^@\s]+$")
 SEVERITIES = ("critical", "warning")
@@ -73,6 +76,10 @@ def alert_rules(text, for_overrides):
     )
 
 
+def hostport(address, port):
+    return "[%s]:%d" % (address, int(port)) if ":" in address else "%s:%d" % (address, int(port))
+
+
 def prometheus_config(s):
     for var in ("scrape_interval", "evaluation_interval"):
         _duration("monitoring_server_%s" % var, s[var])
@@ -88,11 +95,14 @@ def prometheus_config(s):
         {"job_name": "rackforge-node", "file_sd_configs": [{"files": ["%s/file_sd/node/*.json" % d]}]},
         {"job_name": "rackforge-dcgm", "file_sd_configs": [{"files": ["%s/file_sd/dcgm/*.json" % d]}]},
     ]
+    servers = list(s.get("servers") or [])
+    alertmanagers = [hostport(a, s["alertmanager_port"]) for a in servers]
     # the monitoring hosts watch each other: the other Prometheus alerts when one goes down
-    for kind in ("prometheus", "alertmanager"):
-        targets = list((s.get("self_targets") or {}).get(kind) or [])
-        if targets:
-            jobs.append({"job_name": "rackforge-%s" % kind, "static_configs": [{"targets": targets}]})
+    if servers:
+        jobs.append(
+            {"job_name": "rackforge-prometheus", "static_configs": [{"targets": [hostport(a, s["prometheus_port"]) for a in servers]}]}
+        )
+        jobs.append({"job_name": "rackforge-alertmanager", "static_configs": [{"targets": alertmanagers}]})
     names = {j["job_name"] for j in jobs}
     for i, extra in enumerate(s.get("extra_scrape_configs") or []):
         if not isinstance(extra, dict) or not extra.get("job_name"):
@@ -108,8 +118,9 @@ def prometheus_config(s):
     if labels:
         cfg["global"]["external_labels"] = labels
     cfg["rule_files"] = ["%s/rules/*.yml" % d]
-    if s.get("alertmanagers"):
-        cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": list(s["alertmanagers"])}]}]}
+    if alertmanagers:
+        # a list of its own: one object in two places would be written as a YAML anchor and alias
+        cfg["alerting"] = {"alertmanagers": [{"static_configs": [{"targets": list(alertmanagers)}]}]}
     cfg["scrape_configs"] = jobs
     return cfg
 
@@ -222,13 +233,13 @@ def alertmanager_config(s):
 def prometheus_args(s):
     _duration("monitoring_server_retention_time", s["retention_time"])
     size = s.get("retention_size") or ""
-    if size and not re.match(r"^[0-9]+(B|KB|MB|GB|TB|PB|EB)$", size):
+    if size and not SIZE.match(size):
         raise ConfigError(
             "monitoring_server_retention_size: %r is not a size such as 500GB (B, KB, MB, GB, TB, PB, EB), or empty for none" % size
         )
     args = [
         "--config.file=%s" % s["config_file"],
-        "--web.listen-address=%s" % s["listen"],
+        "--web.listen-address=%s" % hostport(s["address"], s["port"]),
         "--storage.tsdb.path=%s" % s["storage_path"],
         "--storage.tsdb.retention.time=%s" % s["retention_time"],
     ]
@@ -240,13 +251,14 @@ def prometheus_args(s):
 
 
 def alertmanager_args(s):
-    """One Alertmanager alone has clustering off; two or more gossip on cluster_listen, each with
+    """One Alertmanager alone has clustering off; two or more gossip on the cluster port, each with
     the others as --cluster.peer (Alertmanager's high availability)."""
-    args = ["--config.file=%s" % s["config_file"], "--storage.path=%s" % s["storage_path"], "--web.listen-address=%s" % s["listen"]]
+    listen = hostport(s["address"], s["port"])
+    args = ["--config.file=%s" % s["config_file"], "--storage.path=%s" % s["storage_path"], "--web.listen-address=%s" % listen]
     peers = list(s.get("peers") or [])
     if peers:
-        args.append("--cluster.listen-address=%s" % s["cluster_listen"])
-        args.extend("--cluster.peer=%s" % p for p in peers)
+        args.append("--cluster.listen-address=%s" % hostport(s["address"], s["cluster_port"]))
+        args.extend("--cluster.peer=%s" % hostport(p, s["cluster_port"]) for p in peers)
     else:
         args.append("--cluster.listen-address=")
     return " ".join(args)

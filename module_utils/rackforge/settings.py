@@ -34,6 +34,7 @@ FORMATS = {
     "absolute_path": (re.compile(r"^/\S*$"), "an absolute path"),
     "duration": (re.compile(r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"), "a Go duration such as 1h30m"),
     "prom_duration": (re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$"), "a Prometheus duration such as 30s, 5m or 15d"),
+    "prom_size": (re.compile(r"^[0-9]+(B|KB|MB|GB|TB|PB|EB)$"), "a size such as 400GB (B, KB, MB, GB, TB, PB, EB)"),
     "hostport": (re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$"), "host:port"),
     "ip": (None, "an IP address"),
     "cidr": (None, "a network in CIDR form with no host bits set (e.g. 10.0.0.0/16)"),

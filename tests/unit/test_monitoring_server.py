@@ -12,6 +12,7 @@ import sys
 
 import pytest
 import yaml
+from test_alert_rules import promtool
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "module_utils" / "rackforge"))
@@ -39,8 +40,9 @@ def prom_settings(tmp_path, **over):
         "scrape_interval": "15s",
         "evaluation_interval": "15s",
         "external_labels": {"monitor": "rackforge"},
-        "alertmanagers": ["10.0.0.5:9093", "10.0.0.6:9093"],
-        "self_targets": {"prometheus": ["10.0.0.5:9090", "10.0.0.6:9090"], "alertmanager": ["10.0.0.5:9093", "10.0.0.6:9093"]},
+        "servers": ["10.0.0.5", "10.0.0.6"],
+        "prometheus_port": 9090,
+        "alertmanager_port": 9093,
         "extra_scrape_configs": [],
     }
     s.update(over)
@@ -50,7 +52,7 @@ def prom_settings(tmp_path, **over):
 def check_prometheus(tmp_path, cfg):
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(cfg))
-    return run(tool("promtool"), "check", "config", str(path))
+    return promtool("check", "config", str(path))
 
 
 def check_alertmanager(tmp_path, cfg):
@@ -77,7 +79,7 @@ def test_for_overrides_replace_only_the_named_alerts_and_promtool_accepts_them(t
     # the templates of the annotations are carried as they are
     assert "{{ $labels.node }}" in out
     (tmp_path / "r.yml").write_text(out)
-    res = run(tool("promtool"), "check", "rules", str(tmp_path / "r.yml"))
+    res = promtool("check", "rules", str(tmp_path / "r.yml"))
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -274,7 +276,8 @@ def test_prometheus_args_listen_on_the_management_address_with_the_retention():
     args = pc.prometheus_args(
         {
             "config_file": "/etc/prometheus/prometheus.yml",
-            "listen": "10.0.0.5:9090",
+            "address": "10.0.0.5",
+            "port": 9090,
             "storage_path": "/srv/prometheus",
             "retention_time": "30d",
             "retention_size": "400GB",
@@ -286,7 +289,9 @@ def test_prometheus_args_listen_on_the_management_address_with_the_retention():
         " --storage.tsdb.retention.time=30d --storage.tsdb.retention.size=400GB"
     )
     with pytest.raises(pc.ConfigError, match="monitoring_server_retention_size"):
-        pc.prometheus_args({"config_file": "c", "listen": "l", "storage_path": "s", "retention_time": "30d", "retention_size": "400G"})
+        pc.prometheus_args(
+            {"config_file": "c", "address": "a", "port": 1, "storage_path": "s", "retention_time": "30d", "retention_size": "400G"}
+        )
 
 
 def test_prometheus_accepts_the_flags_it_is_given(tmp_path):
@@ -307,13 +312,25 @@ def test_alertmanager_args_cluster_two_hosts_and_turn_clustering_off_for_one():
     base = {
         "config_file": "/etc/prometheus/alertmanager.yml",
         "storage_path": "/var/lib/prometheus/alertmanager",
-        "listen": "10.0.0.5:9093",
-        "cluster_listen": "10.0.0.5:9094",
+        "address": "10.0.0.5",
+        "port": 9093,
+        "cluster_port": 9094,
     }
-    two = pc.alertmanager_args(dict(base, peers=["10.0.0.6:9094"]))
+    two = pc.alertmanager_args(dict(base, peers=["10.0.0.6"]))
     assert two.endswith("--cluster.listen-address=10.0.0.5:9094 --cluster.peer=10.0.0.6:9094")
     one = pc.alertmanager_args(dict(base, peers=[]))
     assert one.endswith("--cluster.listen-address=") and "--cluster.peer" not in one
     help_text = run("prometheus-alertmanager", "--help").stderr + run("prometheus-alertmanager", "--help").stdout
     for flag in ("--config.file", "--storage.path", "--web.listen-address", "--cluster.listen-address", "--cluster.peer"):
         assert flag in help_text, flag
+
+
+def test_an_ipv6_management_address_is_written_in_brackets_everywhere(tmp_path):
+    assert pc.hostport("fd00::6", 9093) == "[fd00::6]:9093" and pc.hostport("10.0.0.6", 9093) == "10.0.0.6:9093"
+    cfg = pc.prometheus_config(prom_settings(tmp_path, servers=["fd00::5", "fd00::6"]))
+    assert cfg["alerting"]["alertmanagers"] == [{"static_configs": [{"targets": ["[fd00::5]:9093", "[fd00::6]:9093"]}]}]
+    assert check_prometheus(tmp_path, cfg).returncode == 0
+    args = pc.alertmanager_args(
+        {"config_file": "c", "storage_path": "s", "address": "fd00::5", "port": 9093, "cluster_port": 9094, "peers": ["fd00::6"]}
+    )
+    assert "--web.listen-address=[fd00::5]:9093 --cluster.listen-address=[fd00::5]:9094 --cluster.peer=[fd00::6]:9094" in args
