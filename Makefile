@@ -52,8 +52,11 @@ TEST_LAB_ARGS ?= --nodes 3 --profile hgx-h100-8gpu --node-profile lab-node3=pcie
 test-lab: setup
 	python3 lab/lab.py up $(TEST_LAB_ARGS)
 
+# CI shows only the end of the output: a failed run repeats its failed tasks last
 molecule: test-lab
-	molecule test --all
+	set -o pipefail; molecule test --all 2>&1 | tee reports/molecule.log || { \
+	  echo "=== molecule failed; the failed tasks (full log: reports/molecule.log) ==="; \
+	  grep -a -B3 -A30 -E 'fatal: |FAILED! =>|ERROR! ' reports/molecule.log | tail -150; exit 1; }
 
 integration: test-lab molecule
 	pytest -q --durations=20 tests/integration
