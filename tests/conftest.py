@@ -10,6 +10,7 @@ import ansible.module_utils
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 ansible.module_utils.__path__.append(str(ROOT / "module_utils"))
 sys.path.insert(0, str(ROOT / "library"))
+sys.path.insert(0, str(ROOT / "tests"))  # the test oracles beside this file (kube_scheduling)
 FIXTURES = ROOT / "tests" / "fixtures" / "realworld"
 
 
