@@ -78,6 +78,14 @@ gpus:
   returned: always
   type: list
   elements: dict
+mig:
+  description:
+    - Per GPU {index, enabled, devices}, enabled from C(<mig_mode><current_mig>), devices the profiles of its MIG devices
+      as C(nvidia-smi -L) lists them (e.g. C(3g.40gb)); the NVIDIA device plugin's resources follow from them
+      (kubernetes_gpu_gate). C(nvidia-smi -L) runs only where a GPU has MIG enabled.
+  returned: always
+  type: list
+  elements: dict
 fabric:
   description: >-
     Fabric state per GPU as printed by nvidia-smi -q (state, status, clique_id, cluster_uuid, health_summary) and completed
@@ -109,7 +117,7 @@ from ansible.module_utils.rackforge.gpu_health import DRAIN_XIDS, gpu_hw_finding
 from ansible.module_utils.rackforge.health import driver_finding, fabric_summary, not_run
 from ansible.module_utils.rackforge.kernel_log import ParseError as KernelLogError
 from ansible.module_utils.rackforge.kernel_log import parse_kmsg, parse_xid
-from ansible.module_utils.rackforge.nvidia_smi import ParseError, fabric_of, parse_query_text, parse_query_xml
+from ansible.module_utils.rackforge.nvidia_smi import ParseError, fabric_of, parse_gpu_list, parse_query_text, parse_query_xml
 
 MAX_READS = 200000  # records (one per read on /dev/kmsg); a default ring buffer holds a few thousand
 
@@ -174,7 +182,16 @@ def main():
         },
         supports_check_mode=True,
     )
-    result = {"changed": False, "present": False, "driver_loaded": False, "reboot_required": False, "error": None, "gpus": [], "fabric": []}
+    result = {
+        "changed": False,
+        "present": False,
+        "driver_loaded": False,
+        "reboot_required": False,
+        "error": None,
+        "gpus": [],
+        "mig": [],
+        "fabric": [],
+    }
     events, markers, log_findings = kernel_log_xids(module.params)
     result.update(markers)
     drain = tuple(module.params["drain_xids"])
@@ -201,7 +218,19 @@ def main():
     for position, gpu in enumerate(parsed["gpus"]):
         gpu["index"] = position  # nvidia-smi -i's numbering: enumeration (PCI bus) order
         gpu["supported_clocks"] = {str(k): v for k, v in gpu["supported_clocks"].items()}
+    mig = [{"index": g["index"], "enabled": g["mig_mode"] == "Enabled", "devices": []} for g in parsed["gpus"]]
+    if any(m["enabled"] for m in mig):
+        rc3, listing, err3 = module.run_command([binary, "-L"], environ_update=C_ENV)
+        try:
+            if rc3 != 0:
+                raise ParseError("nvidia-smi -L exited %d" % rc3)
+            listed = {g["index"]: g for g in parse_gpu_list(listing)}
+        except ParseError as exc:
+            module.fail_json(msg="cannot read the MIG devices: %s" % exc, rc=rc3, stdout=listing, stderr=err3)
+        for m in mig:
+            m["devices"] = [d["profile"] for d in listed.get(m["index"], {}).get("mig_devices", [])] if m["enabled"] else []
     result.update(
+        mig=mig,
         findings=findings + log_findings + xid_findings(events, [g["bus_id"] for g in parsed["gpus"]], drain),
         driver_loaded=True,
         driver_version=parsed["driver_version"],

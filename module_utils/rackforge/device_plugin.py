@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import re
 
 CONFIG_DIR = "/etc/nvidia-device-plugin"
 CONFIG_NAME = "nvidia-device-plugin-config"
@@ -192,3 +193,51 @@ def option_problems(opts):
 def expected_allocatable(gpus, replicas):
     """nvidia.com/gpu a node advertises with this many GPUs (MIG off) and time-slicing replicas."""
     return int(gpus) * (int(replicas) if replicas else 1)
+
+
+# a MIG profile as nvidia-smi -L and the plugin name it: [<C>c.]<G>g.<memory>gb[+<attribute>...];
+# the C part is printed only where a compute instance has fewer slices than its GPU instance
+MIG_PROFILE_RE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.\d+gb(?:\+[a-z0-9]+)*$")
+
+
+def expected_resources(gpus, replicas, mig_strategy="none", mig=()):
+    """What the plugin advertises on a node, as ({resource: count}, None), or ({}, why) where the
+    plugin refuses the node's MIG layout (it then fails to start and advertises nothing).
+
+    gpus: the GPUs the health check counted; mig: per GPU {"index", "enabled", "devices": [MIG
+    profiles as nvidia-smi -L prints them]} (nvidia_gpu_info's `mig`). The rules are the plugin's
+    (internal/rm/device_map.go, internal/rm/rm.go AddDefaultResourcesToConfig):
+    - none: every GPU is one nvidia.com/gpu, MIG or not;
+    - single: the GPUs with MIG off are nvidia.com/gpu, and so is every MIG device; refused when a
+      MIG GPU has no MIG devices, when the MIG devices are of more than one profile, or when GPUs
+      with MIG off and MIG devices are both present ("the same migEnabled value");
+    - mixed: the GPUs with MIG off are nvidia.com/gpu; each MIG device is nvidia.com/mig-<profile>
+      ('+' in the profile read as '.'); only GPU-instance profiles (compute slices = GPU slices) are
+      resources, a device of another profile makes the plugin fail.
+    Time-slicing replicas apply to nvidia.com/gpu, the one resource plugin_config() shares."""
+    rep = int(replicas) if replicas else 1
+    if mig_strategy == "none":
+        return {"nvidia.com/gpu": int(gpus) * rep}, None
+    enabled = [g for g in mig if g.get("enabled")]
+    whole = int(gpus) - len(enabled)
+    profiles = [d for g in enabled for d in g.get("devices") or []]
+    if mig_strategy == "single":
+        empty = [str(g["index"]) for g in enabled if not g.get("devices")]
+        if empty:
+            return {}, "GPU %s has MIG enabled and no MIG devices (migStrategy single needs MIG devices on every MIG GPU)" % ", ".join(
+                empty
+            )
+        kinds = sorted(set(profiles))
+        if len(kinds) > 1:
+            return {}, "its MIG devices are of more than one profile (%s); migStrategy single needs one" % ", ".join(kinds)
+        if profiles and whole:
+            return {}, "%d GPU(s) have MIG off and %d on; migStrategy single needs the same MIG mode on every GPU" % (whole, len(enabled))
+        return {"nvidia.com/gpu": (len(profiles) if profiles else whole) * rep}, None
+    out = {"nvidia.com/gpu": whole * rep}
+    for profile in profiles:
+        m = MIG_PROFILE_RE.match(profile)
+        if not m or (m.group(1) and m.group(1) != m.group(2)):
+            return {}, "MIG device profile %s is not a GPU-instance profile (migStrategy mixed advertises only those)" % profile
+        name = "nvidia.com/mig-" + profile.replace("+", ".")
+        out[name] = out.get(name, 0) + 1
+    return out, None

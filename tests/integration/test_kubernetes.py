@@ -10,6 +10,7 @@ import pytest
 import tomllib
 import yaml
 from conftest import ROOT, node_state, not_idempotent, on_node, playbook
+from kube_scheduling import unfit
 
 CP = "lab-cp1"
 CRI = "io.containerd.grpc.v1.cri"
@@ -239,7 +240,7 @@ def test_a_node_whose_gpus_are_not_advertised_is_cordoned_and_let_back_once_they
         # the finding is in the fleet report and the node's textfile metrics
         (entry,) = [n for n in json.loads((tmp_path / "fleet.json").read_text())["nodes"] if n["host"] == node]
         assert entry["status"] == "unhealthy" and [f["check"] for f in entry["health"]["findings"]] == ["kubernetes_gpu_gate"]
-        assert "0 allocatable" in entry["health"]["findings"][0]["observed"]
+        assert entry["health"]["findings"][0]["observed"] == "Ready, 0 nvidia.com/gpu allocatable"
         assert "rackforge_node_healthy 0" in on_node(node, "cat", "/var/lib/prometheus/node-exporter/rackforge.prom").stdout
         # the control plane play applies the plugin again; the next join run lets the node back
         res = playbook("playbooks/control_plane.yml", "--limit", CP)
@@ -274,3 +275,22 @@ def test_the_lab_kubelet_advertises_nothing_without_the_nvidia_runtime_and_runti
         wait_for_gpus(node, real_gpus(node))
     finally:
         on_node(node, "python3", "-c", "import sys; open(%r, 'w').write(sys.argv[1])" % path, original)
+
+
+def test_the_seed_inference_pod_fits_every_joined_gpu_node_and_no_other(converged, gpu_nodes):
+    """The seed's Deployment (examples/inference) against the Node objects the lab's nodes
+    registered (labels, taints, allocatable from the device plugin stand-in), through
+    kube-scheduler's filters (tests/kube_scheduling.py; the stand-in API server has no scheduler).
+    CPU and memory are left out: the lab's nodes are 2-CPU containers, where a 32-CPU replica
+    never fits; tests/unit/test_inference_example.py compares them on an HGX server's numbers."""
+    docs = list(yaml.safe_load_all((ROOT / "examples" / "inference" / "deployment.yaml").read_text()))
+    spec = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    nodes = {n["metadata"]["name"]: n for n in json.loads(on_node(CP, "kubectl", "get", "nodes", "-o", "json").stdout)["items"]}
+    lab_sized = {"Insufficient cpu", "Insufficient memory"}
+    for name in gpu_nodes:
+        assert [r for r in unfit(spec, nodes[name]) if r not in lab_sized] == [], name
+    # the control plane: no GPU labels, no nvidia.com/gpu
+    assert "node(s) didn't match Pod's node affinity/selector" in unfit(spec, nodes[CP])
+    # a cordoned GPU node (what the join gate leaves a node it keeps out) takes nothing
+    cordoned = dict(nodes[gpu_nodes[0]], spec=dict(nodes[gpu_nodes[0]]["spec"], unschedulable=True))
+    assert "node(s) were unschedulable" in unfit(spec, cordoned)

@@ -236,3 +236,38 @@ def test_rdma_health_reports_pause_and_congestion_traffic_without_judging_it(tmp
     assert not set(port["traffic"]) & set(port["counters"])
     # traffic never enters the baseline the error check compares against
     assert not any("pause" in name and "storm" not in name for c in res["counters"].values() for name in c)
+
+
+def test_gpu_info_lists_the_mig_devices_of_a_gpu_with_mig_enabled(tmp_path, monkeypatch, capsys):
+    """nvidia-smi -L runs only where a GPU has MIG on; its MIG profiles are the device plugin's
+    resources. A stand-in nvidia-smi prints real captures: -q -x of an A100 with MIG enabled, -q
+    and -L of an H100 with MIG enabled and four MIG devices (two machines: each parser reads its
+    own tool's real output; the module joins them by GPU index)."""
+    from conftest import FIXTURES
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  "-q -x") cat %s ;;\n'
+        '  "-q") cat %s ;;\n'
+        '  "-L") cat %s ;;\n'
+        "  *) exit 9 ;;\n"
+        "esac\n"
+        % (
+            FIXTURES / "nvidia-smi-q-x" / "a100-sxm4-40gb-510-mig-enabled.txt",
+            FIXTURES / "nvidia-smi-q" / "h100-hbm3-590-mig-enabled.txt",
+            FIXTURES / "nvidia-smi-L" / "h100-hbm3-590-mig-devices.txt",
+        )
+    )
+    smi.chmod(0o755)
+    with patch_module_args({"nvidia_smi": str(smi)}), pytest.raises(SystemExit):
+        nvidia_gpu_info.main()
+    res = json.loads(capsys.readouterr().out)
+    assert not res.get("failed"), res.get("msg")
+    assert res["mig"] == [{"index": 0, "enabled": True, "devices": ["3g.40gb", "2g.20gb", "1g.10gb", "1g.10gb"]}]
+
+
+def test_gpu_info_does_not_run_nvidia_smi_L_without_mig(tmp_path, monkeypatch, capsys):
+    res = run_module(nvidia_gpu_info, {}, Sim(tmp_path), monkeypatch, capsys)
+    assert res["mig"] == [{"index": i, "enabled": False, "devices": []} for i in range(8)]
