@@ -90,6 +90,7 @@ from ansible.module_utils.rackforge.rdma import (
     parse_show_gids,
     pfc_enabled_priorities,
 )
+from ansible.module_utils.rackforge.settings import RANGES
 
 ERROR_COUNTERS = {
     "counters": ("symbol_error", "link_downed", "port_rcv_errors"),
@@ -129,8 +130,9 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    if p["lossless_priority"] is not None and not 0 <= p["lossless_priority"] <= 7:
-        module.fail_json(msg="lossless_priority must be 0..7, got %d" % p["lossless_priority"])
+    low, high = RANGES["priority"]
+    if p["lossless_priority"] is not None and not low <= p["lossless_priority"] <= high:
+        module.fail_json(msg="lossless_priority must be %d..%d, got %d" % (low, high, p["lossless_priority"]))
     not_run = []  # checks that could not run: findings with their evidence, never a silent pass
 
     def cannot(check, component, reason, argv=None, rc=None, out="", err=""):

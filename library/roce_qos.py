@@ -86,6 +86,7 @@ from ansible.module_utils.rackforge import C_ENV, read_file, run_concurrently
 from ansible.module_utils.rackforge.netmath import NetMathError
 from ansible.module_utils.rackforge.rdma import ParseError, parse_mlnx_qos
 from ansible.module_utils.rackforge.roce import PlanError, link_max_mtu, plan_port, read_value, sysfs_paths
+from ansible.module_utils.rackforge.settings import RANGES
 
 
 def discover(root, wanted, exclude):
@@ -129,9 +130,9 @@ def main():
     )
     p = module.params
     ranges = {
-        "lossless_priority": (0, 7),
-        "cnp_priority": (0, 7),
-        "cnp_dscp": (0, 63),
+        "lossless_priority": RANGES["priority"],
+        "cnp_priority": RANGES["priority"],
+        "cnp_dscp": RANGES["dscp"],
         "cable_len_m": (1, 999),
         "mtu": (1500, 9978),
         "traffic_class": (0, 255),

@@ -18,6 +18,7 @@ NVLINK_MODELS = {
 }
 
 FABRIC_OK = ("Completed", "Success")
+FABRIC_OK_WORDS = "/".join(FABRIC_OK)  # as findings and messages print it
 
 
 def fabric_completed(entry):
@@ -169,9 +170,9 @@ def evaluate_fabric(fabric, fabricmanager_active):
                 finding(
                     "fabric",
                     "GPU %d fabric" % i,
-                    "Completed/Success",
+                    FABRIC_OK_WORDS,
                     observed,
-                    "GPU %d: NVSwitch fabric is %s, expected Completed/Success" % (i, observed),
+                    "GPU %d: NVSwitch fabric is %s, expected %s" % (i, observed, FABRIC_OK_WORDS),
                 )
             )
     if not fabric:
@@ -179,7 +180,7 @@ def evaluate_fabric(fabric, fabricmanager_active):
             finding(
                 "fabric",
                 "fabric",
-                "Completed/Success",
+                FABRIC_OK_WORDS,
                 "no Fabric section",
                 "nvidia-smi -q printed no Fabric section on an NVSwitch system",
             )

@@ -18,6 +18,19 @@ BOOL_TRUE = ("yes", "on", "1", "true", "y", "t")
 BOOL_FALSE = ("no", "off", "0", "false", "n", "f")
 
 # formats a rule can ask for: (compiled pattern or checker, what it means)
+# Named ranges (a rule's `range:`): one home for a range the modules check again when called
+# alone (library/roce_qos.py, library/rdma_health.py): an 802.1p priority, a DSCP value.
+RANGES = {"priority": (0, 7), "dscp": (0, 63)}
+
+
+def _ranged(rule):
+    """The rule with a named range spelled out as its min and max."""
+    if "range" not in rule:
+        return rule
+    low, high = RANGES[rule["range"]]
+    return dict(rule, min=low, max=high)
+
+
 FORMATS = {
     "sha256": (re.compile(r"^[0-9a-f]{64}$"), "a sha256 in 64 lowercase hex digits"),
     "url": (re.compile(r"^https?://[^\s/]+(/\S*)?$"), "an http(s) URL"),
@@ -222,6 +235,7 @@ def _applies(rule, context):
 
 def check_value(path, value, rule, context):
     """Problems of one value against one rule (recursing into keys, values, items and fields)."""
+    rule = _ranged(rule)
     if not _applies(rule, context):
         return []
     if value is None:
@@ -315,6 +329,7 @@ def _range_words(low, high):
 
 def describe(rule):
     """What a rule allows, in words (for 'must be set' messages)."""
+    rule = _ranged(rule)
     parts = []
     if "type" in rule:
         parts.append(TYPE_WORDS[rule["type"]])
