@@ -228,7 +228,8 @@ def main():
         except ParseError as exc:
             module.fail_json(msg="cannot read the MIG devices: %s" % exc, rc=rc3, stdout=listing, stderr=err3)
         for m in mig:
-            m["devices"] = [d["profile"] for d in listed.get(m["index"], {}).get("mig_devices", [])] if m["enabled"] else []
+            if m["enabled"]:
+                m["devices"] = [d["profile"] for d in listed.get(m["index"], {}).get("mig_devices", [])]
     result.update(
         mig=mig,
         findings=findings + log_findings + xid_findings(events, [g["bus_id"] for g in parsed["gpus"]], drain),

@@ -190,11 +190,6 @@ def option_problems(opts):
     return out
 
 
-def expected_allocatable(gpus, replicas):
-    """nvidia.com/gpu a node advertises with this many GPUs (MIG off) and time-slicing replicas."""
-    return int(gpus) * (int(replicas) if replicas else 1)
-
-
 # a MIG profile as nvidia-smi -L and the plugin name it: [<C>c.]<G>g.<memory>gb[+<attribute>...];
 # the C part is printed only where a compute instance has fewer slices than its GPU instance
 MIG_PROFILE_RE = re.compile(r"^(?:(\d+)c\.)?(\d+)g\.\d+gb(?:\+[a-z0-9]+)*$")

@@ -17,7 +17,6 @@ import re
 BOOL_TRUE = ("yes", "on", "1", "true", "y", "t")
 BOOL_FALSE = ("no", "off", "0", "false", "n", "f")
 
-# formats a rule can ask for: (compiled pattern or checker, what it means)
 # Named ranges (a rule's `range:`): one home for a range the modules check again when called
 # alone (library/roce_qos.py, library/rdma_health.py): an 802.1p priority, a DSCP value.
 RANGES = {"priority": (0, 7), "dscp": (0, 63)}
@@ -31,6 +30,7 @@ def _ranged(rule):
     return dict(rule, min=low, max=high)
 
 
+# formats a rule can ask for: (compiled pattern or checker, what it means)
 FORMATS = {
     "sha256": (re.compile(r"^[0-9a-f]{64}$"), "a sha256 in 64 lowercase hex digits"),
     "url": (re.compile(r"^https?://[^\s/]+(/\S*)?$"), "an http(s) URL"),

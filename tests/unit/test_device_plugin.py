@@ -381,5 +381,6 @@ def test_gate_leaves_a_node_cordoned_by_someone_else_and_fails_one_not_ready(tmp
     assert not res.get("failed") and res["allocatable"] == 16
 
 
-def test_expected_allocatable():
-    assert dp.expected_allocatable(8, 0) == 8 and dp.expected_allocatable(8, 4) == 32
+def test_expected_resources_without_mig():
+    assert dp.expected_resources(8, 0) == ({"nvidia.com/gpu": 8}, None)
+    assert dp.expected_resources(8, 4) == ({"nvidia.com/gpu": 32}, None)
