@@ -48,6 +48,7 @@ TOOLS = {
     "ib_write_lat": ("hwsimlib.perftest_sim", "ib_write_lat"),
     "nvbandwidth": ("hwsimlib.gpu_bench_sim", "nvbandwidth"),
     "all_reduce_perf": ("hwsimlib.gpu_bench_sim", "all_reduce_perf"),
+    "nvidia-ctk": ("hwsimlib.ctk_sim", "nvidia_ctk"),
     "hwsim": ("hwsimlib.admin", "admin"),
 }
 # the lab NVML (lab/nvml) runs these for every nvidia-smi call: only the NVML module is loaded

@@ -32,7 +32,9 @@ BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "
 # a node's reboot: systemd (PID 1) is refused the reboot() call in a container (no CAP_SYS_BOOT)
 # and exits with status 0; podman's restart policy `always` starts the container again (a
 # `podman stop` or `podman kill` is not restarted). See nodes.py REBOOT_NOTES.
-NODE_FLAGS = [*BASE_FLAGS, "--systemd=always", "--cap-add", "NET_ADMIN", "--restart", "always"]
+# CAP_MKNOD: the simulated driver's load creates /dev/nvidia* as the real one has nvidia-modprobe do
+# (hwsimlib/kernel.py device_nodes); the nodes only exist, the device cgroup refuses opening them
+NODE_FLAGS = [*BASE_FLAGS, "--systemd=always", "--cap-add", "NET_ADMIN", "--cap-add", "MKNOD", "--restart", "always"]
 
 
 def sh(cmd, check=True, capture=True, inp=None):

@@ -70,16 +70,12 @@ ExecStopPost=-/usr/lib/hwsim/hwsim hwsim fabricmanager stop
 [Install]
 WantedBy=multi-user.target
 """
-CTK = (
-    """#!/bin/sh
-# SIMULATED nvidia-ctk: version only (configuring containerd belongs to the container_runtime role)
-case "$1" in
-  --version|-v) echo "NVIDIA Container Toolkit CLI version %s (SIMULATED)";;
-  *) echo "nvidia-ctk (SIMULATED): only --version is available in the lab" >&2; exit 1;;
-esac
-"""
-    % TOOLKIT_VERSION
-)
+# SIMULATED nvidia-ctk (lab/hwsim/hwsimlib/ctk_sim.py: --version, cdi generate, cdi list, from the
+# toolkit's source) and nvidia-cdi-hook (the hooks a CDI spec names; runc in the lab never calls it)
+CTK = '#!/bin/sh\n# SIMULATED nvidia-ctk %s (hwsim)\nexec /usr/lib/hwsim/hwsim nvidia-ctk "$@"\n' % TOOLKIT_VERSION
+CDI_HOOK = "#!/bin/sh\n# SIMULATED nvidia-cdi-hook %s: the lab's containers get no GPU\nexit 0\n" % TOOLKIT_VERSION
+LIBCUDA = "SIMULATED libcuda.so.%s for the rackforge lab: not a library (no CUDA in the lab)\n"
+GSP = "SIMULATED GSP firmware %s for the rackforge lab\n"
 # the real package's postinst runs `nvidia-ctk --quiet config --config-file=... --in-place`, which
 # on a fresh install writes the toolkit's defaults; the lab writes the same text, taken from
 # upstream's own test of that output (provenance beside the fixture). A file already there is kept,
@@ -125,6 +121,13 @@ def driver_files(version, smi, nvml, flavor):
         "usr/lib/hwsim/driver-flavor": flavor + "\n",
         "usr/bin/nvidia-smi": smi,
         "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1": nvml,
+        # what the real driver installs with its version in the name (nvidia-ctk cdi generate
+        # looks for libcuda.so.<version> and mounts every *.so.<version> beside it), so a CDI spec
+        # written for one version names files an upgrade removes
+        "usr/lib/x86_64-linux-gnu/libnvidia-ml.so.%s" % version: nvml,
+        "usr/lib/x86_64-linux-gnu/libcuda.so.%s" % version: LIBCUDA % version,
+        "lib/firmware/nvidia/%s/gsp_ga10x.bin" % version: GSP % version,
+        "lib/firmware/nvidia/%s/gsp_tu10x.bin" % version: GSP % version,
         "usr/bin/nvidia-persistenced": PERSISTENCED,
         "lib/systemd/system/nvidia-persistenced.service": PERSISTENCED_UNIT,
     }
@@ -170,6 +173,7 @@ def packages():
             "Description": "NVIDIA container toolkit\n %s" % SIM,
             "files": {
                 "usr/bin/nvidia-ctk": CTK,
+                "usr/bin/nvidia-cdi-hook": CDI_HOOK,
                 # the OCI runtime containerd's "nvidia" runtime calls (the real one injects the GPUs)
                 "usr/bin/nvidia-container-runtime": '#!/bin/sh\n# SIMULATED nvidia-container-runtime: plain runc\nexec runc "$@"\n',
             },

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import sys
 
 from hwsimlib.state import DRIVER_FILE, RUN, SYSFS, installed, kmsg_append, load_json, profile, save_json
@@ -253,6 +254,40 @@ def driver_loaded(version):
         kmsg_append("NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  %s" % version)
     else:
         kmsg_append("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  %s" % version)
+    device_nodes()
+
+
+# the char devices the loaded driver (nvidia.ko, nvidia-uvm.ko, nvidia-modeset.ko) has
+# nvidia-modprobe create: 195 is nvidia's major, nvidia-uvm's is dynamic (510 on the hosts seen)
+NVIDIA_MAJOR, UVM_MAJOR = 195, 510
+CONTROL_NODES = {
+    "nvidiactl": (NVIDIA_MAJOR, 255),
+    "nvidia-modeset": (NVIDIA_MAJOR, 254),
+    "nvidia-uvm": (UVM_MAJOR, 0),
+    "nvidia-uvm-tools": (UVM_MAJOR, 1),
+}
+
+
+def device_nodes():
+    """mknod /dev/nvidia<minor> for every GPU of the profile and the control nodes. The lab's
+    containers hold CAP_MKNOD for this (labcore/containers.py); opening a node fails, as no
+    device stands behind it. Elsewhere (a unit test's scratch dir without the capability) the
+    nodes are left out, as on a host whose nvidia-modprobe could not run. Only on a lab node
+    (hwsim's default /etc/hwsim) or into HWSIM_DEV: a test's hwsim never touches the host's /dev."""
+    dev = os.environ.get("HWSIM_DEV") or (None if "HWSIM_ETC" in os.environ else "/dev")
+    if dev is None:
+        return
+    g = profile()["gpu"]
+    nodes = {"nvidia%d" % m: (NVIDIA_MAJOR, m) for m in g.get("minor_numbers", list(range(g["count"])))}
+    nodes.update(CONTROL_NODES)
+    for name, (major, minor) in sorted(nodes.items()):
+        path = os.path.join(dev, name)
+        if not os.path.exists(path):
+            try:
+                os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(major, minor))
+            except OSError as exc:
+                sys.stderr.write("hwsim: cannot create %s: %s\n" % (path, exc))
+                return
 
 
 def kmsg_boot(driver):
