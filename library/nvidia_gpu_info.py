@@ -30,6 +30,12 @@ options:
     description: The C(kernel_log) marker an earlier check returned, C({boot_id, seq}); Xids up to it are not reported.
     type: dict
     default: {}
+  cdi_spec:
+    description:
+      - The NVIDIA CDI spec (JSON, nvidia-ctk cdi generate) to check against the running driver; omit to not check it.
+      - "Findings: C(cdi_spec) when it is missing or a GPU is not in it (by index and UUID), C(cdi_spec_stale) when a
+        host path it names is gone (written for another driver), C(cdi_spec_not_run) when it does not parse."
+    type: path
 author: rackforge
 """
 
@@ -113,6 +119,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
+from ansible.module_utils.rackforge.cdi import findings as cdi_findings
 from ansible.module_utils.rackforge.gpu_health import DRAIN_XIDS, gpu_hw_findings, new_records, xid_findings
 from ansible.module_utils.rackforge.health import driver_finding, fabric_summary, not_run
 from ansible.module_utils.rackforge.kernel_log import ParseError as KernelLogError
@@ -172,6 +179,15 @@ def kernel_log_xids(p):
     return events, {"kernel_log": marker, "kernel_log_unacknowledged": hold}, []
 
 
+def read_optional(path):
+    """The file's text, None when there is none."""
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -179,6 +195,7 @@ def main():
             "kmsg_path": {"type": "path"},
             "drain_xids": {"type": "list", "elements": "int", "default": list(DRAIN_XIDS)},
             "xid_baseline": {"type": "dict", "default": {}},
+            "cdi_spec": {"type": "path"},
         },
         supports_check_mode=True,
     )
@@ -230,6 +247,8 @@ def main():
         for m in mig:
             if m["enabled"]:
                 m["devices"] = [d["profile"] for d in listed.get(m["index"], {}).get("mig_devices", [])]
+    if module.params["cdi_spec"]:
+        findings += cdi_findings(module.params["cdi_spec"], read_optional(module.params["cdi_spec"]), parsed["gpus"], os.path.exists)
     result.update(
         mig=mig,
         findings=findings + log_findings + xid_findings(events, [g["bus_id"] for g in parsed["gpus"]], drain),

@@ -11,6 +11,11 @@ REMEDIES = {
     "nvidia-smi reports a driver/library version mismatch until the node reboots (nvidia_driver_reboot_ok).",
     "gpu_count": "A GPU is missing from nvidia-smi: look for Xid 79 (fallen off the bus) in the kernel log and at lspci; "
     "reseat the GPU or RMA the baseboard. The health gate keeps the node out of the cluster until it passes.",
+    "cdi_spec": "The NVIDIA CDI spec is missing or lacks a GPU: rerun role nvidia_driver (playbooks/gpu.yml), which runs "
+    "nvidia-ctk cdi generate; a GPU the driver does not see is a gpu_count finding first.",
+    "cdi_spec_stale": "The CDI spec names files the driver no longer has (written for another driver version): rerun role "
+    "nvidia_driver, or systemctl start rackforge-cdi-spec; check that rackforge-cdi-spec.service is enabled for boot.",
+    "cdi_spec_not_run": "The CDI spec does not parse as JSON: remove it and rerun role nvidia_driver (nvidia-ctk cdi generate).",
     "nvlink_inactive": "NVLink down: reseat / RMA the GPU baseboard (check the kernel log for Xid 74 first). "
     "The health gate keeps the node out of the cluster (cordoned during an upgrade) until it passes.",
     "nvlink_all_inactive": "Every NVLink of this GPU is down: check nvidia-fabricmanager and that the GPU is not in reset, "

@@ -33,7 +33,17 @@ CASES = [
     # the REAL lspci from the simulated config space; the boot unit clears it again (the undo)
     ("reset-acs", "PCIe port 37:00.0 redirects peer traffic (ReqRedir+, CmpltRedir+) between 4c:00.0<->38:00.0"),
     (("iommu_dma",), "the IOMMU translates DMA of 16 GPU/NIC device(s) (group type DMA-FQ)"),
+    # the CDI spec nvidia-ctk wrote: left from another driver (its libraries and firmware gone), or
+    # missing; the undo is the boot unit that writes it (rackforge-cdi-spec.service)
+    (
+        "stale-cdi-spec",
+        "CDI spec /var/run/cdi/nvidia.json is stale (written for another driver or boot): "
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.535.261.03 (mount)",
+    ),
+    ("remove-cdi-spec", "CDI spec /var/run/cdi/nvidia.json is missing: no pod can be given a GPU through CDI"),
 ]
+CDI_SPEC = "/var/run/cdi/nvidia.json"
+REGENERATE = ["systemctl", "start", "rackforge-cdi-spec.service"]
 # actions on the victim that are not hwsim faults: (do, undo)
 ACTIONS = {
     "stop-fabricmanager": (["systemctl", "stop", "nvidia-fabricmanager"], ["systemctl", "start", "nvidia-fabricmanager"]),
@@ -42,6 +52,9 @@ ACTIONS = {
         ["hwsim", "fault", "add", "acs_enabled", "gpu=2"],
         ["sh", "-c", "hwsim fault clear && systemctl restart rackforge-gpudirect-acs.service"],
     ),
+    # the lab's nodes run 535.247.01; the spec of an upgrade's other version names 535.261.03's files
+    "stale-cdi-spec": (["sed", "-i", "s/535[.]247[.]01/535.261.03/g", CDI_SPEC], REGENERATE),
+    "remove-cdi-spec": (["rm", CDI_SPEC], REGENERATE),
 }
 
 

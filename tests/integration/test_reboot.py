@@ -8,6 +8,8 @@ import yaml
 from conftest import ROOT, lab, not_idempotent, on_node, playbook
 
 UNITS = ("rackforge-roce-qos.service", "rackforge-gpu-tuning.service", "rackforge-gpudirect-acs.service")
+# a oneshot without RemainAfterExit (inactive once it ran): the CDI spec under /var/run is its proof
+CDI_UNIT, CDI_SPEC = "rackforge-cdi-spec.service", "/var/run/cdi/nvidia.json"
 # the REAL lspci over the simulated PCI config space: ACS of the switch port above GPU 0
 ACS = ["lspci", "-A", "linux-sysfs", "-O", "sysfs.path=/var/lib/hwsim/sys/bus/pci", "-vvv", "-s", "17:00.0"]
 
@@ -30,14 +32,18 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     assert "ReqRedir- CmpltRedir-" in on_node(node, *ACS).stdout
     assert "Priority trust state: dscp" in converged_qos
     assert converged_gpu.splitlines()[0] == "0, 2619 MHz, 1755 MHz, 600.00 W"
+    spec = on_node(node, "cat", CDI_SPEC).stdout
+    assert '"name":"all"' in spec
     # the simulator's reboot resets NIC QoS and GPU clocks/power: prove the units do the work
-    lab("exec", node, "systemctl", "disable", "--quiet", *UNITS)
+    lab("exec", node, "systemctl", "disable", "--quiet", *UNITS, CDI_UNIT)
     lab("reboot", node)
+    assert on_node(node, "test", "-e", CDI_SPEC, check=False).returncode == 1  # /var/run is gone with the boot
     assert "Priority trust state: pcp" in qos_state(node, ports)
     assert gpu_state(node).splitlines()[0] == "0, 2619 MHz, 1980 MHz, 700.00 W"
     assert "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+" in on_node(node, *ACS).stdout  # Linux's boot default
-    lab("exec", node, "systemctl", "enable", "--quiet", *UNITS)
+    lab("exec", node, "systemctl", "enable", "--quiet", *UNITS, CDI_UNIT)
     lab("reboot", node)
+    assert on_node(node, "cat", CDI_SPEC).stdout == spec  # written again by the oneshot, for this boot's driver
     for unit in UNITS:
         assert on_node(node, "systemctl", "is-active", unit, check=False).stdout.strip() == "active", unit
     assert qos_state(node, ports) == converged_qos

@@ -92,6 +92,9 @@ def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(c
     assert res.returncode == 0, res.stdout[-3000:]
     assert {driver(n) for n in gpu_nodes} == {NEW} and cordoned() == set()
     assert rebooted(before, gpu_nodes) == {third}
+    for node in gpu_nodes:  # the CDI spec follows the driver: the new version's files, none of the old's
+        spec = on_node(node, "cat", "/var/run/cdi/nvidia.json").stdout
+        assert "libcuda.so.%s" % NEW in spec and OLD not in spec, node
     before = mark(gpu_nodes)
     again = upgrade(NEW)
     assert again.returncode == 0 and all(again.recap[n]["changed"] == 0 for n in gpu_nodes)
