@@ -36,6 +36,19 @@ options:
   containerd: {description: The containerd binary (for the defaults and the validation)., type: path, default: containerd}
   backup: {description: Keep a timestamped copy of the file replaced., type: bool, default: true}
   cni_bin_dir: {description: "Where containerd looks for CNI plugins (empty: leave as is).", type: path, default: ""}
+  cdi:
+    description:
+      - "CDI (Container Device Interface) in the CRI plugin: C(enable_cdi) and C(cdi_spec_dirs). auto: on where this
+        containerd has it (its C(config default) carries C(enable_cdi): 1.7 and later), left alone where it does not
+        (Debian 12's 1.6.20); true: on, and a containerd without it is an error; false: left as it is."
+    type: str
+    choices: [auto, "true", "false"]
+    default: auto
+  cdi_spec_dirs:
+    description: The directories containerd reads CDI specs from.
+    type: list
+    elements: path
+    default: [/etc/cdi, /var/run/cdi]
   cni_link_from:
     description: Directories whose executables are linked into I(cni_bin_dir) where the name is free (needs cni_bin_dir).
     type: list
@@ -48,6 +61,7 @@ version: {description: The config's version (2 or 3)., type: int, returned: succ
 runtimes: {description: Names of the CRI runtimes in the resulting config., type: list, returned: success}
 changes: {description: "Dotted keys that were set ([] when nothing changed).", type: list, returned: always}
 backup_file: {description: The copy of the replaced file., type: str, returned: when a backup was made}
+cdi: {description: "Whether CDI is on in the merged config (false: no CDI in this containerd, or cdi false).", type: bool, returned: always}
 cni_links: {description: "Symlinks made (would be, in check mode): 'dest -> target'.", type: list, returned: always}
 """
 
@@ -67,8 +81,16 @@ def runtimes_table(cfg, version):
     return cfg.setdefault("plugins", {}).setdefault(CRI_PLUGIN[version], {}).setdefault("containerd", {}).setdefault("runtimes", {})
 
 
-def merge(cfg, systemd_cgroup, runtimes, default_runtime, cni_bin_dir=""):
-    """Apply the wanted settings to a parsed config in place; returns the dotted keys changed."""
+def cdi_supported(default_cfg):
+    """Whether a containerd whose `config default` parsed to default_cfg has CDI (1.7+ print
+    enable_cdi in the CRI table; containerd 2.x in io.containerd.cri.v1.runtime)."""
+    version = default_cfg.get("version")
+    return "enable_cdi" in (default_cfg.get("plugins", {}).get(CRI_PLUGIN.get(version, ""), {}) or {})
+
+
+def merge(cfg, systemd_cgroup, runtimes, default_runtime, cni_bin_dir="", cdi_spec_dirs=None):
+    """Apply the wanted settings to a parsed config in place; returns the dotted keys changed.
+    cdi_spec_dirs: turn CDI on with these spec directories (None: leave CDI as it is)."""
     version = cfg.get("version")
     if version not in CRI_PLUGIN:
         raise ValueError("containerd config version %r is not supported (2 or 3); migrate it first: containerd config migrate" % version)
@@ -100,6 +122,10 @@ def merge(cfg, systemd_cgroup, runtimes, default_runtime, cni_bin_dir=""):
             put(cni, "bin_dirs", [cni_bin_dir] + [d for d in cni["bin_dirs"] if d != cni_bin_dir], dotted + "bin_dirs")
         else:  # one directory
             put(cni, "bin_dir", cni_bin_dir, dotted + "bin_dir")
+    if cdi_spec_dirs is not None:
+        cri = cfg["plugins"][CRI_PLUGIN[version]]
+        put(cri, "enable_cdi", True, "plugins.%s.enable_cdi" % CRI_PLUGIN[version])
+        put(cri, "cdi_spec_dirs", list(cdi_spec_dirs), "plugins.%s.cdi_spec_dirs" % CRI_PLUGIN[version])
     return changes
 
 
@@ -140,6 +166,8 @@ def main():
             "backup": {"type": "bool", "default": True},
             "cni_bin_dir": {"type": "path", "default": ""},
             "cni_link_from": {"type": "list", "elements": "path", "default": []},
+            "cdi": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
+            "cdi_spec_dirs": {"type": "list", "elements": "path", "default": ["/etc/cdi", "/var/run/cdi"]},
         },
         supports_check_mode=True,
     )
@@ -169,19 +197,27 @@ def main():
             msg="%s is not valid TOML (%s): fix or remove it; rackforge does not overwrite a file it cannot read" % (p["path"], exc)
         )
     base_from = "file"
-    if not current:
+    defaults = None
+    if not current or p["cdi"] != "false":  # the defaults: the base of an empty file, and whether this containerd has CDI
         if not binary or not os.path.exists(binary):
             if module.check_mode:
                 module.exit_json(changed=True, changes=["(all: containerd is not installed yet; its defaults are read once it is)"])
-            module.fail_json(msg="%s is empty and containerd (%s) is not installed to produce its defaults" % (p["path"], p["containerd"]))
+            module.fail_json(msg="containerd (%s) is not installed: its defaults are needed (%s, cdi)" % (p["containerd"], p["path"]))
         rc, out, err = module.run_command([binary, "config", "default"], environ_update=C_ENV)
         if rc != 0:
             module.fail_json(msg="containerd config default failed: %s" % err.strip(), rc=rc, stdout=out, stderr=err)
-        current = loads(out)
+        defaults = loads(out)
+    if not current:
+        current = copy.deepcopy(defaults)
         base_from = "containerd config default"
+    cdi = p["cdi"] != "false" and cdi_supported(defaults)
+    if p["cdi"] == "true" and not cdi:
+        module.fail_json(msg="cdi: true, but this containerd (%s) has no CDI support (containerd 1.7 or later has)" % binary)
     wanted = copy.deepcopy(current)
     try:
-        changes = merge(wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"], p["cni_bin_dir"])
+        changes = merge(
+            wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"], p["cni_bin_dir"], p["cdi_spec_dirs"] if cdi else None
+        )
     except ValueError as exc:
         module.fail_json(msg="%s: %s" % (p["path"], exc))
     if base_from != "file":
@@ -193,6 +229,7 @@ def main():
         "runtimes": sorted(runtimes_table(wanted, version)),
         "changes": changes,
         "cni_links": ["%s -> %s" % link for link in links],
+        "cdi": cdi or bool(wanted["plugins"][CRI_PLUGIN[version]].get("enable_cdi")),
     }
     if not changes:
         if links and not module.check_mode:
