@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import lab, playbook
-from monitoring_helper import monitoring_hosts, prometheus, wait_for
+from monitoring_helper import alertmanager, monitoring_hosts, prometheus, wait_for
 
 
 @pytest.fixture(scope="module")
@@ -84,3 +84,19 @@ def test_health_gauge_one_series_per_node_with_the_right_value(proms, gpu_nodes,
     lab("fault", victim, "clear")
     assert playbook("playbooks/health_check.yml", "--limit", victim).returncode == 0
     wait_for(lambda: healthy_gauge(api).get(victim) == "1")
+
+
+def test_the_two_alertmanagers_gossip_as_one_cluster(proms):
+    """HA as Prometheus documents it: each Alertmanager sees the other as a ready peer (a wrong
+    peer address or a blocked 9094 would leave two lone instances that both notify)."""
+    hosts = monitoring_hosts()
+    for name, ip in hosts.items():
+
+        def both_peers(ip=ip):
+            """the cluster status ready with both monitoring hosts as peers"""
+            status = alertmanager(ip, "status")["cluster"]
+            peers = {p["address"].rsplit(":", 1)[0] for p in status.get("peers") or []}
+            return status["status"] == "ready" and peers == set(hosts.values()) and status
+
+        status = wait_for(both_peers)
+        assert len(status["peers"]) == 2, (name, status)
