@@ -51,7 +51,7 @@ import shutil
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge.cdi import device_names, parse
+from ansible.module_utils.rackforge.cdi import device_names, parse, read
 
 # hooks whose repeated (flag, value) pairs nvidia-ctk 1.17.0-1.17.7 emit in map order
 UNORDERED_HOOKS = ("create-symlinks", "update-ldcache")
@@ -68,14 +68,6 @@ def canonical(spec):
                 pairs = sorted(zip(args[2::2], args[3::2]))
                 hook["args"] = args[:2] + [x for pair in pairs for x in pair]
     return json.dumps(spec, sort_keys=True)
-
-
-def read(path):
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
 
 
 def main():

@@ -120,6 +120,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, run_concurrently
 from ansible.module_utils.rackforge.cdi import findings as cdi_findings
+from ansible.module_utils.rackforge.cdi import read as read_spec
 from ansible.module_utils.rackforge.gpu_health import DRAIN_XIDS, gpu_hw_findings, new_records, xid_findings
 from ansible.module_utils.rackforge.health import driver_finding, fabric_summary, not_run
 from ansible.module_utils.rackforge.kernel_log import ParseError as KernelLogError
@@ -177,15 +178,6 @@ def kernel_log_xids(p):
         found = not_run("gpu_xid", "kernel log", "the kernel log %s could not be read: %s" % (p["kmsg_path"], exc), evidence)
         return [], {"kernel_log": None, "kernel_log_unacknowledged": None}, [found]
     return events, {"kernel_log": marker, "kernel_log_unacknowledged": hold}, []
-
-
-def read_optional(path):
-    """The file's text, None when there is none."""
-    try:
-        with open(path) as fh:
-            return fh.read()
-    except FileNotFoundError:
-        return None
 
 
 def main():
@@ -248,7 +240,7 @@ def main():
             if m["enabled"]:
                 m["devices"] = [d["profile"] for d in listed.get(m["index"], {}).get("mig_devices", [])]
     if module.params["cdi_spec"]:
-        findings += cdi_findings(module.params["cdi_spec"], read_optional(module.params["cdi_spec"]), parsed["gpus"], os.path.exists)
+        findings += cdi_findings(module.params["cdi_spec"], read_spec(module.params["cdi_spec"]), parsed["gpus"], os.path.exists)
     result.update(
         mig=mig,
         findings=findings + log_findings + xid_findings(events, [g["bus_id"] for g in parsed["gpus"]], drain),

@@ -31,6 +31,15 @@ def parse(text):
     return spec
 
 
+def read(path):
+    """The spec file's text, None when there is none (a missing spec is a finding, not an error)."""
+    try:
+        with open(path) as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return None
+
+
 def device_names(spec):
     """The names the spec offers (nvidia-ctk's defaults: each GPU by index and by UUID, and all)."""
     return [d.get("name") for d in spec["devices"] if isinstance(d, dict)]
