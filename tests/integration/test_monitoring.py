@@ -6,7 +6,7 @@ rackforge health gauge follows the nodes' real health."""
 from __future__ import annotations
 
 import pytest
-from conftest import lab, playbook
+from conftest import lab, on_node, playbook
 from monitoring_helper import alertmanager, monitoring_hosts, prometheus, wait_for
 
 
@@ -100,3 +100,16 @@ def test_the_two_alertmanagers_gossip_as_one_cluster(proms):
 
         status = wait_for(both_peers)
         assert len(status["peers"]) == 2, (name, status)
+
+
+def test_the_stack_listens_on_the_management_address_only_and_its_secrets_are_private(proms):
+    """Prometheus (9090), Alertmanager (9093) and its gossip (9094) bound to the host's management
+    address, never to every interface; alertmanager.yml, which holds the receivers' URLs and the
+    mail password, readable by the prometheus user alone."""
+    for name, ip in monitoring_hosts().items():
+        listening = {line.split()[3] for line in on_node(name, "ss", "-Hltn").stdout.splitlines()}
+        for port in (9090, 9093, 9094):
+            bound = {a for a in listening if a.rsplit(":", 1)[1] == str(port)}
+            assert bound == {"%s:%d" % (ip, port)}, (name, port, listening)
+        mode = on_node(name, "stat", "-c", "%a %U %G", "/etc/prometheus/alertmanager.yml").stdout.split()
+        assert mode == ["600", "prometheus", "prometheus"], (name, mode)
