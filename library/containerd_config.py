@@ -208,7 +208,7 @@ def main():
             module.fail_json(msg="containerd config default failed: %s" % err.strip(), rc=rc, stdout=out, stderr=err)
         defaults = loads(out)
     if not current:
-        current = copy.deepcopy(defaults)
+        current = defaults  # merged into a copy below; the defaults themselves stay as read
         base_from = "containerd config default"
     cdi = p["cdi"] != "false" and cdi_supported(defaults)
     if p["cdi"] == "true" and not cdi:
