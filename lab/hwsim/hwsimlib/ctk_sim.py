@@ -58,6 +58,11 @@ def _host(path):
     return os.path.join(ROOT, path.lstrip("/"))
 
 
+def _unhost(host_path):
+    """The path as the spec names it: the host path without ROOT."""
+    return host_path[len(ROOT.rstrip("/")) :]
+
+
 def _exists(path):
     return os.path.exists(_host(path))
 
@@ -111,7 +116,7 @@ def driver_files(version):
     folders = [libcuda] + ([libcuda + "/vdpau"] if os.path.isdir(_host(libcuda + "/vdpau")) else [])
     libs = []
     for folder in folders:
-        libs += sorted(p[len(ROOT.rstrip("/")) :] for p in glob.glob(_host(folder + "/*.so." + version)))
+        libs += sorted(_unhost(p) for p in glob.glob(_host(folder + "/*.so." + version)))
     mounts = [mount(p) for p in libs]
     for name in BINARIES:
         found = next((d + "/" + name for d in BIN_DIRS if os.path.isfile(_host(d + "/" + name))), None)
@@ -122,7 +127,7 @@ def driver_files(version):
     for d in FIRMWARE_DIRS:
         fw = sorted(glob.glob(_host("%s/nvidia/%s/gsp*.bin" % (d, version))))
         if fw:
-            mounts += [mount(p[len(ROOT.rstrip("/")) :]) for p in fw]
+            mounts += [mount(_unhost(p)) for p in fw]
             break
     for sock in SOCKETS:
         found = next((r + sock for r in ("/run", "/var/run") if _exists(r + sock)), None)
