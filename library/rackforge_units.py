@@ -10,7 +10,7 @@ description:
   - Reads every file (bytes, mode, owner) and every unit (one C(systemctl show) for all of them),
     decides what differs (module_utils/rackforge/units.py) and changes only that. A run that finds
     everything as wanted runs no other command.
-  - "Order: missing directories, every changed file staged beside its target, validated, then all
+  - "Order: missing and drifted directories, every changed file staged beside its target, validated, then all
     renamed (a failing validation leaves every file as it was); stop; disable; remove the absent
     files; enable; one daemon-reload when a file under a systemd unit directory changed or was
     removed, enablement changed or a unit says NeedDaemonReload; then start, restart, reload."
@@ -26,8 +26,18 @@ options:
   files:
     description:
       - "Files to write: {dest, content, mode (octal string or number, default 0644), owner (root), group (root),
-        validate (argv list, or a string split like a shell would, with %s for the staged file; optional)}."
+        validate (argv list, or a string split like a shell would, with %s for the staged file; optional),
+        mask_keys (keys whose values the --diff shows as ******** on both sides, e.g. a receiver's url:
+        the old file's secrets, which redact cannot name)}."
       - Missing parent directories are created (0755, root), e.g. a unit's drop-in directory.
+    type: list
+    elements: dict
+    default: []
+  directories:
+    description:
+      - "Directories to make or keep: {path, mode (default 0755), owner (root), group (root)}; made
+        before any file (so a file may go inside one), parents first; an existing one keeps its
+        content and gets the mode and owner asked for (not recursively)."
     type: list
     elements: dict
     default: []
@@ -77,6 +87,7 @@ actions:
   type: list
   returned: always
 changed_files: {description: The dest of every file written (or that would be)., type: list, returned: always}
+changed_directories: {description: Every directory made or given its mode and owner (or that would be)., type: list, returned: always}
 removed_files: {description: The absent paths that existed and were removed (or would be)., type: list, returned: always}
 units:
   description: "name -> {before: {load, enabled, active, sub}, after: {...}}: read again after changes, predicted in check mode."
@@ -102,6 +113,13 @@ FILE_OPTIONS = {
     "owner": {"type": "str", "default": "root"},
     "group": {"type": "str", "default": "root"},
     "validate": {"type": "raw"},
+    "mask_keys": {"type": "list", "elements": "str", "default": []},
+}
+DIR_OPTIONS = {
+    "path": {"type": "path", "required": True},
+    "mode": {"type": "raw", "default": "0755"},
+    "owner": {"type": "str", "default": "root"},
+    "group": {"type": "str", "default": "root"},
 }
 UNIT_OPTIONS = {
     "name": {"type": "str", "required": True},
@@ -112,18 +130,29 @@ UNIT_OPTIONS = {
 }
 
 
-def wanted_file(module, item):
-    dest, mode = item["dest"], item["mode"]
+def _meta(module, what, item):
+    """(mode, uid, gid) of a files or directories entry; fails naming the entry."""
+    mode = item["mode"]
     if isinstance(mode, int) and 0 <= mode <= 0o7777:  # YAML's unquoted 0644 arrives as 420
         pass
     elif isinstance(mode, str) and mode.isdigit() and set(mode) <= set("01234567") and len(mode) <= 5:
         mode = int(mode, 8)
     else:
-        module.fail_json(msg="rackforge_units: %s: mode %r is not an octal mode such as '0644'" % (dest, item["mode"]))
+        module.fail_json(msg="rackforge_units: %s: mode %r is not an octal mode such as '0644'" % (what, item["mode"]))
     try:
-        uid, gid = filestage.uid_of(item["owner"]), filestage.gid_of(item["group"])
+        return mode, filestage.uid_of(item["owner"]), filestage.gid_of(item["group"])
     except KeyError:
-        module.fail_json(msg="rackforge_units: %s: this node has no user %r or no group %r" % (dest, item["owner"], item["group"]))
+        module.fail_json(msg="rackforge_units: %s: this node has no user %r or no group %r" % (what, item["owner"], item["group"]))
+
+
+def wanted_dir(module, item):
+    mode, uid, gid = _meta(module, item["path"], item)
+    return {"path": item["path"], "mode": mode, "uid": uid, "gid": gid, "owner": item["owner"], "group": item["group"]}
+
+
+def wanted_file(module, item):
+    dest = item["dest"]
+    mode, uid, gid = _meta(module, dest, item)
     validate = item.get("validate")
     if isinstance(validate, str):
         validate = shlex.split(validate)
@@ -140,6 +169,7 @@ def wanted_file(module, item):
         "owner": item["owner"],
         "group": item["group"],
         "validate": validate,
+        "mask_keys": item["mask_keys"],
     }
 
 
@@ -179,9 +209,9 @@ def systemctl_do(module, systemctl, args, units, done, action):
 def execute(module, systemctl, p, all_actions):
     """Run the plan; returns the actions done (== all_actions unless it failed, which exits)."""
     done = []
-    file_actions = [a for a in all_actions if a.startswith(("mkdir ", "write "))]
+    file_actions = [a for a in all_actions if a.startswith(("mkdir ", "directory ", "write "))]
     try:
-        filestage.commit(p["writes"], p["mkdirs"], lambda argv: module.run_command(argv, environ_update=C_ENV))
+        filestage.commit(p["writes"], p["mkdirs"], lambda argv: module.run_command(argv, environ_update=C_ENV), p["dirs"])
     except filestage.StageError as exc:
         module.fail_json(
             msg="rackforge_units: %s (nothing written): %s%s" % (exc, exc.stdout, exc.stderr),
@@ -220,6 +250,7 @@ def main():
     module = AnsibleModule(
         argument_spec={
             "files": {"type": "list", "elements": "dict", "default": [], "options": FILE_OPTIONS},
+            "directories": {"type": "list", "elements": "dict", "default": [], "options": DIR_OPTIONS},
             "absent": {"type": "list", "elements": "path", "default": []},
             "units": {"type": "list", "elements": "dict", "default": [], "options": UNIT_OPTIONS},
             # AnsibleModule masks every no_log value wherever it appears in the result
@@ -228,24 +259,27 @@ def main():
         supports_check_mode=True,
     )
     files = [wanted_file(module, item) for item in module.params["files"]]
+    directories = [wanted_dir(module, item) for item in module.params["directories"]]
     absent = module.params["absent"]
     units = module.params["units"]
     have_files = {f["dest"]: filestage.read_state(f["dest"]) for f in files}
     have_absent = {path: filestage.read_state(path) for path in absent}
+    have_dirs = {d["path"]: filestage.read_state(d["path"]) for d in directories}
     systemctl = module.get_bin_path("systemctl")
     names = [u["name"] for u in units]
     if names and not systemctl:
         module.fail_json(msg="rackforge_units: units %s are asked for but this node has no systemctl" % ", ".join(names))
     before = read_units(module, systemctl, names, []) if names else {}
     try:
-        p = plan_units.plan(files, absent, units, have_files, have_absent, before)
+        p = plan_units.plan(files, absent, units, have_files, have_absent, before, directories, have_dirs)
     except plan_units.PlanError as exc:
         module.fail_json(msg="rackforge_units: %s" % exc)
     if p["daemon_reload"] and not systemctl:
         module.fail_json(msg="rackforge_units: %s changed but this node has no systemctl to reload systemd" % ", ".join(p["daemon_reload"]))
     if not module.check_mode:
+        made = set(p["mkdirs"]) | {d["path"] for d in p["dirs"]}
         for w in p["writes"]:
-            if not os.path.isdir(os.path.dirname(w["dest"])) and os.path.dirname(w["dest"]) not in p["mkdirs"]:
+            if not os.path.isdir(os.path.dirname(w["dest"])) and os.path.dirname(w["dest"]) not in made:
                 module.fail_json(msg="rackforge_units: %s: %s is not a directory" % (w["dest"], os.path.dirname(w["dest"])))
     todo = plan_units.actions(p)
     if todo and not module.check_mode:
@@ -259,6 +293,7 @@ def main():
         "changed": bool(todo),
         "actions": todo,
         "changed_files": [w["dest"] for w in p["writes"]],
+        "changed_directories": [d["path"] for d in p["dirs"]],
         "removed_files": [r["path"] for r in p["removes"]],
         "units": {n: {"before": before[n], "after": after[n]} for n in names},
     }

@@ -98,16 +98,25 @@ def read_state(path):
     }
 
 
-def commit(writes, mkdirs, run):
-    """Create mkdirs (0755), stage every write {dest, data, mode, uid, gid, validate (argv with %s)},
-    run each validation through run(argv) -> (rc, stdout, stderr), then rename them all. A failing
-    validation raises StageError with every staged file and created directory removed again."""
-    created, staged = [], []
+def commit(writes, mkdirs, run, dirs=()):
+    """Create mkdirs (0755, root) and dirs {path, mode, uid, gid, have} (made when have has no kind,
+    else given that mode and owner), parents first; stage every write {dest, data, mode, uid, gid,
+    validate (argv with %s)}, run each validation through run(argv) -> (rc, stdout, stderr), then
+    rename them all. A failing validation raises StageError with every staged file and created
+    directory removed again and every changed directory's mode and owner put back."""
+    created, staged, fixed = [], [], []
     try:
-        for d in mkdirs:
-            os.mkdir(d)
-            created.append(d)
-            os.chmod(d, 0o755)
+        for path, d in sorted([(m, None) for m in mkdirs] + [(d["path"], d) for d in dirs], key=lambda e: e[0]):
+            if d is not None and d["have"].get("kind"):
+                fixed.append((path, d["have"]))
+                os.chmod(path, d["mode"])
+                os.chown(path, d["uid"], d["gid"])
+                continue
+            os.mkdir(path)
+            created.append(path)
+            os.chmod(path, 0o755 if d is None else d["mode"])
+            if d is not None:
+                os.chown(path, d["uid"], d["gid"])
         for w in writes:
             fd, tmp = tempfile.mkstemp(prefix=".rackforge-", suffix="-" + os.path.basename(w["dest"]), dir=os.path.dirname(w["dest"]))
             staged.append(tmp)
@@ -132,6 +141,12 @@ def commit(writes, mkdirs, run):
         for d in reversed(created):
             try:
                 os.rmdir(d)
+            except OSError:
+                pass
+        for path, have in fixed:
+            try:
+                os.chown(path, have["uid"], have["gid"])
+                os.chmod(path, have["mode"])
             except OSError:
                 pass
         raise

@@ -20,6 +20,7 @@ systemd 252 (tests/fixtures/captured/systemctl-show-*.src.txt):
 from __future__ import annotations
 
 import posixpath
+import re
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "NeedDaemonReload")
 # a file under one of these is a unit file or drop-in: writing or removing one needs a daemon-reload
@@ -125,23 +126,20 @@ def file_changes(want, have):
     if have.get("data") != want["data"]:
         why.append("content")
     if kind == "file":
-        if have["mode"] != want["mode"]:
-            why.append("mode %s -> %s" % (octal(have["mode"]), octal(want["mode"])))
-        if have["uid"] != want["uid"]:
-            why.append("owner %s -> %s" % (have["owner"], want["owner"]))
-        if have["gid"] != want["gid"]:
-            why.append("group %s -> %s" % (have["group"], want["group"]))
+        why.extend(_meta_changes(want, have))
     return why
 
 
-def _check_request(files, absent, units):
+def _check_request(files, absent, units, directories):
     dests = [f["dest"] for f in files]
-    for path in dests + list(absent):
-        if not posixpath.isabs(path) or posixpath.normpath(path) != path:
+    dirs = [d["path"] for d in directories]
+    for path in dests + list(absent) + dirs:
+        if not posixpath.isabs(path) or posixpath.normpath(path) != path or path == "/":
             raise PlanError("%r: every path must be absolute and normalised" % (path,))
-    dupes = sorted({p for p in dests if dests.count(p) > 1} | (set(dests) & set(absent)))
+    named = dests + list(absent) + dirs
+    dupes = sorted({p for p in named if named.count(p) > 1})
     if dupes:
-        raise PlanError("named more than once in files/absent: %s" % ", ".join(dupes))
+        raise PlanError("named more than once in files/absent/directories: %s" % ", ".join(dupes))
     names = [unit_name(u["name"]) for u in units]
     dupes = sorted({n for n in names if names.count(n) > 1})
     if dupes:
@@ -184,14 +182,42 @@ def _unit_plan(u, cur, touched, changed_paths):
     return enable, disable, verb, because
 
 
-def plan(files, absent, units, have_files, have_absent, have_units):
+def _meta_changes(want, have):
+    why = []
+    if have["mode"] != want["mode"]:
+        why.append("mode %s -> %s" % (octal(have["mode"]), octal(want["mode"])))
+    if have["uid"] != want["uid"]:
+        why.append("owner %s -> %s" % (have["owner"], want["owner"]))
+    if have["gid"] != want["gid"]:
+        why.append("group %s -> %s" % (have["group"], want["group"]))
+    return why
+
+
+def dir_changes(want, have):
+    """Why the directory at want["path"] must be made or fixed ([] when it is as wanted)."""
+    kind = have.get("kind")
+    if kind is None:
+        return ["new"]
+    if kind != "dir":
+        raise PlanError("%s is a %s, not a directory; directories takes only directories" % (want["path"], kind))
+    return _meta_changes(want, have)
+
+
+def plan(files, absent, units, have_files, have_absent, have_units, directories=(), have_dirs=None):
     """What to do, in the order to do it.
-    files: [{dest, data (bytes), mode (int), uid, gid, owner, group, validate}]; absent: [path];
+    files: [{dest, data (bytes), mode (int), uid, gid, owner, group, validate, mask_keys}]; absent: [path];
     units: [{name, enabled (True/False/None), state (started/stopped/None), restart_on, reload_on}];
-    have_files / have_absent: {path: {kind, data, mode, uid, gid, owner, group, missing_dirs}};
+    directories: [{path, mode, uid, gid, owner, group}];
+    have_files / have_absent / have_dirs: {path: {kind, data, mode, uid, gid, owner, group, missing_dirs}};
     have_units: {name: parsed `systemctl show` block}."""
-    _check_request(files, absent, units)
-    writes, mkdirs = [], []
+    _check_request(files, absent, units, directories)
+    writes, mkdirs, dirs = [], [], []
+    for d in directories:
+        have = (have_dirs or {})[d["path"]]
+        why = dir_changes(d, have)
+        if why:
+            dirs.append(dict(d, why=why, have=have))
+            mkdirs.extend(m for m in have.get("missing_dirs") or [] if m not in mkdirs)
     for f in files:
         have = have_files[f["dest"]]
         why = file_changes(f, have)
@@ -206,7 +232,9 @@ def plan(files, absent, units, have_files, have_absent, have_units):
         if have.get("kind"):
             removes.append({"path": path, "old": have.get("data"), "kind": have["kind"]})
     changed_paths = {w["dest"] for w in writes} | {r["path"] for r in removes}
-    p = {"mkdirs": mkdirs, "writes": writes, "removes": removes, "disable": [], "enable": [], "verify": []}
+    wanted = {d["path"] for d in directories}  # made with their own mode and owner, not as a parent
+    mkdirs = [m for m in mkdirs if m not in wanted]
+    p = {"mkdirs": mkdirs, "dirs": dirs, "writes": writes, "removes": removes, "disable": [], "enable": [], "verify": []}
     p.update({"stop": [], "start": [], "restart": [], "reload": [], "because": {}})
     reload_units = []
     for u in units:
@@ -240,6 +268,7 @@ def plan(files, absent, units, have_files, have_absent, have_units):
 def actions(p):
     """What the plan does, one line per action, in the order it runs."""
     out = ["mkdir " + d for d in p["mkdirs"]]
+    out += ["directory %s (%s)" % (d["path"], ", ".join(d["why"])) for d in p["dirs"]]
     out += ["write %s (%s)" % (w["dest"], ", ".join(w["why"])) for w in p["writes"]]
     out += verb_actions(p, "stop")
     out += ["disable " + n for n in p["disable"]]
@@ -285,6 +314,25 @@ def _text(data):
     return "" if data is None else data.decode("utf-8", "replace")
 
 
+def _masked(before, after, mask_keys):
+    """before and after with the value of each `key: value` or `key = value` line (a YAML list
+    item's too) whose key is in mask_keys shown as ********, and as ******** (changed) on the after
+    side where the value differs from the same line's (the nth such line's) before: a secret the
+    file held before this run is not among the values the caller can redact, and a change of one
+    must still show."""
+    if not mask_keys:
+        return before, after
+    line = re.compile(r"^(\s*(?:-\s+)?(?:%s)\s*[:=][ \t]*)(\S.*)$" % "|".join(re.escape(k) for k in mask_keys), re.M)
+    old = [m.group(2) for m in line.finditer(before)]
+    seen = iter(range(10**9))
+
+    def after_sub(m):
+        n = next(seen)
+        return m.group(1) + ("********" if n < len(old) and old[n] == m.group(2) else "******** (changed)")
+
+    return line.sub(r"\g<1>********", before), line.sub(after_sub, after)
+
+
 def _meta(mode, owner, group):
     return "mode: %s\nowner: %s\ngroup: %s\n" % (octal(mode), owner, group)
 
@@ -292,9 +340,14 @@ def _meta(mode, owner, group):
 def diffs(p, have_files, units_before, units_after):
     """Ansible's diff list: each file's text before/after, mode/owner drift, removals, unit states."""
     out = []
+    for d in p["dirs"]:
+        header = d["path"] + " (directory: mode, owner, group)"
+        before = _meta(d["have"]["mode"], d["have"]["owner"], d["have"]["group"]) if d["have"].get("kind") else ""
+        out.append({"before_header": header, "after_header": header, "before": before, "after": _meta(d["mode"], d["owner"], d["group"])})
     for w in p["writes"]:
         if w["old"] != w["data"]:
-            out.append({"before_header": w["dest"], "after_header": w["dest"], "before": _text(w["old"]), "after": _text(w["data"])})
+            before, after = _masked(_text(w["old"]), _text(w["data"]), w.get("mask_keys"))
+            out.append({"before_header": w["dest"], "after_header": w["dest"], "before": before, "after": after})
         have = have_files[w["dest"]]
         if have.get("kind") == "file" and (have["mode"], have["uid"], have["gid"]) != (w["mode"], w["uid"], w["gid"]):
             header = w["dest"] + " (mode, owner, group)"

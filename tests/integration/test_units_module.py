@@ -233,6 +233,36 @@ def test_a_failing_validation_leaves_every_file_as_it_was(node):
     assert sh("sh", "-c", "ls -a /usr/local/sbin | grep -c rackforge", check=False).stdout.strip() == "0"  # no staged file left
 
 
+def test_directories_are_made_and_fixed_and_a_failed_validation_puts_them_back(node):
+    tsdb, sd, conf = "/var/lib/rf-d/tsdb", "/etc/rf-d/file_sd", "/etc/rf-d/file_sd/node/x.json"
+    args = {
+        "directories": [{"path": tsdb, "mode": "0750", "owner": "nobody", "group": "nogroup"}, {"path": sd}],
+        "files": [{"dest": conf, "content": "[]\n"}],
+    }
+    res, _calls = units_module(args)
+    assert res["changed_directories"] == [tsdb, sd] and res["changed_files"] == [conf]
+    assert sh("stat", "-c", "%n %a %U:%G", tsdb, "/var/lib/rf-d", sd, "/etc/rf-d/file_sd/node").stdout.splitlines() == [
+        tsdb + " 750 nobody:nogroup",
+        "/var/lib/rf-d 755 root:root",
+        sd + " 755 root:root",
+        "/etc/rf-d/file_sd/node 755 root:root",
+    ]
+    res, _calls = units_module(args)
+    assert not res["changed"] and res["actions"] == []
+    # drift is put right; with a file whose validation fails, nothing is (the mode goes back)
+    sh("chmod", "0700", tsdb)
+    bad = dict(args, files=[{"dest": conf, "content": "x\n", "validate": ["false", "%s"]}])
+    res, _calls = units_module(bad)
+    assert res.get("failed") and "nothing written" in res["msg"]
+    assert sh("stat", "-c", "%a", tsdb).stdout.strip() == "700"
+    res, _calls = units_module(args, check=True)
+    assert res["actions"] == ["directory %s (mode 0700 -> 0750)" % tsdb]
+    assert sh("stat", "-c", "%a", tsdb).stdout.strip() == "700"
+    res, _calls = units_module(args)
+    assert res["actions"] == ["directory %s (mode 0700 -> 0750)" % tsdb]
+    assert sh("stat", "-c", "%a", tsdb).stdout.strip() == "750"
+
+
 def test_a_unit_that_does_not_exist_fails_naming_it_before_any_change(node):
     script = "/usr/local/sbin/rf-m"
     res, calls = units_module({"files": [{"dest": script, "content": "x\n"}], "units": [{"name": "rf-nope.service", "state": "started"}]})

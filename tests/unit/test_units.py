@@ -306,7 +306,7 @@ def test_a_unit_file_for_another_unit_does_not_provide_this_one():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"files": [want(ENVFILE), want(ENVFILE)]}, "named more than once in files/absent: /etc/default/rf-x"),
+        ({"files": [want(ENVFILE), want(ENVFILE)]}, "named more than once in files/absent/directories: /etc/default/rf-x"),
         ({"files": [want(ENVFILE)], "absent": [ENVFILE]}, "named more than once"),
         ({"files": [want("etc/default/x")]}, "must be absolute"),
         ({"absent": ["/etc/../etc/x"]}, "normalised"),
