@@ -10,6 +10,9 @@ to $RACKFORGE_CENSUS_OUT when the playbook ends. Classes of a (host, task) resul
               the Prometheus host), not on this node
 - skipped:    `when` was false (no module ran)
 
+`by_role` counts them per role (each evaluation of a role's task, whatever its class; "(play)" for
+a play's own tasks), which is what the per-role no-op budget is measured on.
+
 It also sums, per host, the seconds from a task's start to that host's result (`remote_seconds`
 for remote tasks), so the cost of one remote task on this transport can be read off.
 """
@@ -30,8 +33,12 @@ description: Writes the census to the file named by RACKFORGE_CENSUS_OUT at the 
 requirements: [enable in the callbacks_enabled setting]
 """
 
-# actions that run entirely on the controller
+# actions that run entirely on the controller: ansible-core's, and rackforge's own action plugins
+# that never run a module on the host (tests/unit/test_bench.py holds this list to action_plugins/)
 CONTROLLER_ACTIONS = {
+    "rackforge_acceptance_report",
+    "rackforge_fleet_report",
+    "rackforge_settings",
     "add_host",
     "assert",
     "debug",
@@ -85,6 +92,7 @@ class CallbackModule(CallbackBase):
                 "unreachable": 0,
                 "changed_tasks": [],
                 "remote": [],
+                "by_role": {},
             },
         )
 
@@ -108,7 +116,10 @@ class CallbackModule(CallbackBase):
         if status == "unreachable":
             host["unreachable"] += 1
             return
-        if status == "skipped":
+        kind = self._kind(result, status)
+        role = task._role.get_name() if getattr(task, "_role", None) else "(play)"
+        host["by_role"].setdefault(role, {"remote": 0, "controller": 0, "delegated": 0, "skipped": 0})[kind] += 1
+        if kind == "skipped":  # `when` was false, or a loop's every item was skipped
             host["skipped"] += 1
             return
         host["failed" if status == "failed" else "ok"] += 1
@@ -116,25 +127,19 @@ class CallbackModule(CallbackBase):
             host["changed"] += 1
             host["changed_tasks"].append(label)
         action = short_action(getattr(task, "resolved_action", None) or task.action)
-        items = res.get("results")
-        delegated = res.get("_ansible_delegated_vars") or {}
-        target = delegated.get("ansible_delegated_host") or getattr(task, "delegate_to", None)
-        if action in CONTROLLER_ACTIONS:
+        if kind == "controller":
             host["controller_tasks"] += 1
             return
-        if target and target != result.host.get_name():
+        if kind == "delegated":
             # ran on another host (the controller, the control plane, the Prometheus host): not
             # a round trip to this node; counted apart so that nothing disappears
+            delegated = res.get("_ansible_delegated_vars") or {}
+            target = delegated.get("ansible_delegated_host") or getattr(task, "delegate_to", None)
             host["delegated_tasks"] += 1
             host["delegated"].append({"task": label, "action": action, "to": str(target)})
             return
-        if isinstance(items, list):
-            ran = sum(1 for i in items if isinstance(i, dict) and not i.get("skipped"))
-            if ran == 0:
-                host["skipped"] += 1
-                return
-        else:
-            ran = 1
+        items = res.get("results")
+        ran = sum(1 for i in items if isinstance(i, dict) and not i.get("skipped")) if isinstance(items, list) else 1
         host["remote_tasks"] += 1
         host["remote_executions"] += ran
         host["remote_seconds"] += elapsed
@@ -150,6 +155,24 @@ class CallbackModule(CallbackBase):
                 "end": round(time.time(), 4),
             }
         )
+
+    @staticmethod
+    def _kind(result, status):
+        """remote, controller, delegated or skipped: what one evaluation of a task cost this host."""
+        if status == "skipped":
+            return "skipped"
+        task, res = result.task, result.result
+        action = short_action(getattr(task, "resolved_action", None) or task.action)
+        if action in CONTROLLER_ACTIONS:
+            return "controller"
+        delegated = res.get("_ansible_delegated_vars") or {}
+        target = delegated.get("ansible_delegated_host") or getattr(task, "delegate_to", None)
+        if target and target != result.host.get_name():
+            return "delegated"
+        items = res.get("results")
+        if isinstance(items, list) and not any(isinstance(i, dict) and not i.get("skipped") for i in items):
+            return "skipped"
+        return "remote"
 
     def v2_runner_on_ok(self, result):
         self._record(result, "ok")

@@ -4,6 +4,7 @@ the fleet-size rule. The bench harness itself (bench/*.py): test_bench_harness.p
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -101,6 +102,18 @@ def test_census_counts_remote_controller_skipped_and_items(tmp_path):
     assert host["delegated_tasks"] == 1 and host["delegated"][0]["to"] == "localhost"
     assert host["skipped"] == 2
     assert host["changed"] == 1 and host["changed_tasks"][0].endswith("file")
+    assert host["by_role"] == {"(play)": {"remote": 3, "controller": 2, "delegated": 1, "skipped": 2}}
+
+
+def test_census_counts_rackforges_controller_only_action_plugins_as_controller():
+    """An action plugin that never runs a module on the host costs no round trip to it."""
+    spec = importlib.util.spec_from_file_location("task_census", ROOT / "bench" / "callback_plugins" / "task_census.py")
+    census = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(census)
+    plugins = sorted((ROOT / "action_plugins").glob("*.py"))
+    controller_only = {p.stem for p in plugins if "_execute_module" not in p.read_text()}
+    assert controller_only and controller_only <= census.CONTROLLER_ACTIONS
+    assert not ({p.stem for p in plugins} - controller_only) & census.CONTROLLER_ACTIONS
 
 
 def run_files(args, capsys, check_mode=False):
