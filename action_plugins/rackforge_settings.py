@@ -10,8 +10,13 @@ variable with its value and what is allowed, when:
   - a variable carries a role's prefix but no role declares it (a typo Ansible would ignore).
 The decisions live in module_utils/rackforge/settings.py (pure); this file only does I/O.
 
-Returns `validated` (the roles checked), `problems`, and, when valid, `values` (the checked roles'
-settings as this host sees them, coerced to their types).
+`derived` (optional) names variables the role computes from its settings (rendered configs,
+command lines) whose rendering is itself a check: a filter that refuses an input raises, naming the
+setting. Each is templated for the host and must give a string; the reason it does not is a problem
+like any other (its value, a rendered config with secrets, is never shown).
+
+Returns `validated` (the roles checked) and `problems`; never the settings' values, which carry
+secrets (a receiver's URL, a mail password) that `-v` would print.
 """
 
 from __future__ import annotations
@@ -67,6 +72,25 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
 
+    @staticmethod
+    def _render(templar, variables, names):
+        """Problems of the derived variables: each must render, for this host, to a string."""
+        problems = []
+        for name in names:
+            if name not in variables:
+                problems.append({"variable": name, "value": None, "problem": "is not a variable of this host", "derived": True})
+                continue
+            try:
+                out = templar.template(variables[name])
+            except Exception as exc:  # the filter's refusal names the setting
+                problems.append({"variable": name, "value": None, "problem": "cannot be rendered: %s" % exc, "derived": True})
+                continue
+            if not isinstance(out, str):
+                problems.append(
+                    {"variable": name, "value": None, "problem": "rendered a %s, not text" % type(out).__name__, "derived": True}
+                )
+        return problems
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -106,12 +130,17 @@ class ActionModule(ActionBase):
         prefixes = tuple(role + "_" for role in everything)
         problems += settings.unknown_names([n for n in task_vars if isinstance(n, str)], prefixes, known)
 
+        derived = self._task.args.get("derived") or []
+        if not isinstance(derived, list):
+            raise AnsibleError("rackforge_settings: `derived` must be a list of variable names")
+        if not problems:  # rendered from settings already found wrong, they would only repeat them
+            problems += self._render(templar, variables, derived)
+
         result.update(changed=False, validated=sorted(roles), problems=problems)
         if problems:
             lines = settings.format_problems(problems)
             result["failed"] = True
             result["msg"] = "%d setting(s) wrong, nothing was changed:\n- %s" % (len(lines), "\n- ".join(lines))
         else:
-            result["values"] = values
             result["msg"] = "settings of %s are valid" % ", ".join(sorted(roles))
         return result

@@ -360,6 +360,7 @@ def format_problems(problems):
     """One line per problem: 'variable = value: problem' (a typo has no value to show)."""
     lines = []
     for p in problems:
-        value = "" if p["value"] is None and "not a variable" in p["problem"] else " = %s" % shown(p["value"])
+        hidden = p["value"] is None and ("not a variable" in p["problem"] or p.get("derived"))
+        value = "" if hidden else " = %s" % shown(p["value"])
         lines.append("%s%s: %s" % (p["variable"], value, p["problem"]))
     return lines
