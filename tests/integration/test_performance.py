@@ -1,6 +1,7 @@
 """Issue 8's targets that hold on every CI run (bench/bench.py measures the times): a no-op
 site.yml changes nothing and runs at most 60 remote-module tasks per node; fact gathering does
-not grow with the number of interfaces."""
+not grow with the number of interfaces. Issue 19's budget for each role added later: a no-op
+costs it at most 2 remote-module tasks and 5 task evaluations per host."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ import subprocess
 from conftest import ROOT, on_node, playbook
 
 MAX_REMOTE_TASKS = 60
+# issue 19's budget for each role added after it: what a no-op re-run may cost per host
+ROLE_BUDGET = {"remote": 2, "evaluations": 5}
+LATER_ROLES = ("monitoring_server",)
 
 
 def census_run(tmp_path, *args, env=None):
@@ -39,6 +43,11 @@ def test_noop_site_changes_nothing_within_the_remote_task_budget(converged, gpu_
         listing = "\n".join("%s [%s]" % (t["task"], t["action"]) for t in counts["remote"])
         assert counts["remote_tasks"] <= MAX_REMOTE_TASKS, "%s ran %d remote tasks:\n%s" % (node, counts["remote_tasks"], listing)
         assert counts["controller_tasks"] > 0  # the census tells them apart
+    for role in LATER_ROLES:
+        ran_on = {h: c["by_role"][role] for h, c in census["hosts"].items() if role in c["by_role"]}
+        assert ran_on, "%s ran nowhere" % role
+        for host, cost in ran_on.items():
+            assert cost["remote"] <= ROLE_BUDGET["remote"] and sum(cost.values()) <= ROLE_BUDGET["evaluations"], (role, host, cost)
 
 
 def test_fact_gathering_does_not_grow_with_interfaces(converged, tmp_path):
