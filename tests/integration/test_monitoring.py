@@ -5,9 +5,21 @@ rackforge health gauge follows the nodes' real health."""
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.request
+
 import pytest
 from conftest import lab, on_node, playbook
-from monitoring_helper import alertmanager, monitoring_hosts, prometheus, wait_for
+from monitoring_helper import (
+    ALERTMANAGER_PORT,
+    PROMETHEUS_PORT,
+    alertmanager,
+    monitoring_hosts,
+    prometheus,
+    ready,
+    wait_for,
+)
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +125,67 @@ def test_the_stack_listens_on_the_management_address_only_and_its_secrets_are_pr
             assert bound == {"%s:%d" % (ip, port)}, (name, port, listening)
         mode = on_node(name, "stat", "-c", "%a %U %G", "/etc/prometheus/alertmanager.yml").stdout.split()
         assert mode == ["600", "prometheus", "prometheus"], (name, mode)
+
+
+def metric(ip, port, name):
+    """One unlabelled sample from a server's own /metrics (text exposition)."""
+    with urllib.request.urlopen("http://%s:%d/metrics" % (ip, port), timeout=5) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+    raise AssertionError("%s:%d/metrics has no %s" % (ip, port, name))
+
+
+def test_a_changed_config_is_reloaded_not_restarted_and_a_changed_command_line_restarts(proms):
+    """The config and the rules reload in place (SIGHUP: same process, a new reload timestamp, the
+    new config served), so Prometheus keeps its in-memory state and Alertmanager its notification
+    log; the ARGS in /etc/default restart the service, as only a restart can apply them."""
+    host, ip = "lab-mon1", monitoring_hosts()["lab-mon1"]
+    units = {"prometheus": (PROMETHEUS_PORT, "prometheus_config_last_reload_success_timestamp_seconds")}
+    units["prometheus-alertmanager"] = (ALERTMANAGER_PORT, "alertmanager_config_last_reload_success_timestamp_seconds")
+
+    def pids():
+        return {u: on_node(host, "systemctl", "show", "-p", "MainPID", "--value", u).stdout.strip() for u in units}
+
+    def reloads():
+        return {u: metric(ip, port, name) for u, (port, name) in units.items()}
+
+    before_pids, before_reloads = pids(), reloads()
+    assert all(p != "0" for p in before_pids.values()), before_pids
+    time.sleep(1.1)  # the reload timestamps have a resolution of one second
+    route = {"group_by": ["alertname", "node"], "group_wait": "0s", "group_interval": "2s", "repeat_interval": "2h"}
+    changed = {"monitoring_server_external_labels": {"rackforge_reload_test": "1"}, "monitoring_server_route": route}
+    try:
+        res = playbook("playbooks/monitoring.yml", "--limit", host, "-v", "-e", json.dumps(changed))
+        assert res.returncode == 0, res.stdout[-3000:]
+        assert "reload prometheus.service (changed: /etc/prometheus/prometheus.yml)" in res.stdout, res.stdout[-3000:]
+        assert "reload prometheus-alertmanager.service (changed: /etc/prometheus/alertmanager.yml)" in res.stdout
+        assert "restart prometheus" not in res.stdout
+        assert pids() == before_pids
+
+        def reloaded():
+            """a newer successful-reload timestamp from both servers"""
+            now = reloads()
+            return all(now[u] > before_reloads[u] for u in units)
+
+        wait_for(reloaded, timeout=20)
+        config = prometheus(ip)("status/config")["yaml"]
+        assert 'rackforge_reload_test: "1"' in config or "rackforge_reload_test: '1'" in config, config[:600]
+        assert "repeat_interval: 2h" in alertmanager(ip, "status")["config"]["original"]
+        # the command line: a retention change must restart Prometheus (a reload cannot apply it)
+        res = playbook(
+            "playbooks/monitoring.yml", "--limit", host, "-v", "-e", json.dumps(dict(changed, monitoring_server_retention_time="2d"))
+        )
+        assert res.returncode == 0, res.stdout[-3000:]
+        assert "restart prometheus.service (changed: /etc/default/prometheus)" in res.stdout, res.stdout[-3000:]
+        assert (
+            pids()["prometheus"] != before_pids["prometheus"]
+            and pids()["prometheus-alertmanager"] == before_pids["prometheus-alertmanager"]
+        )
+        assert "--storage.tsdb.retention.time=2d" in on_node(host, "cat", "/proc/%s/cmdline" % pids()["prometheus"]).stdout.replace(
+            "\0", " "
+        )
+    finally:
+        res = playbook("playbooks/monitoring.yml", "--limit", host)
+        assert res.returncode == 0, res.stdout[-3000:]
+        wait_for(lambda: ready(ip, PROMETHEUS_PORT) and ready(ip, ALERTMANAGER_PORT), timeout=60)
