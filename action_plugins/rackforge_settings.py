@@ -136,6 +136,13 @@ class ActionModule(ActionBase):
         if not problems:  # rendered from settings already found wrong, they would only repeat them
             problems += self._render(templar, variables, derived)
 
+        # a setting whose argument spec says no_log (a receiver's URL, a mail password): its
+        # problems name it and say what is wrong, never its value
+        secret = {name for role in roles for name, opt in specs[role].items() if isinstance(opt, dict) and opt.get("no_log")}
+        for p in problems:
+            if p["variable"].split("[")[0].split(".")[0].split(" ")[0] in secret:
+                p.update(value=None, secret=True)
+
         result.update(changed=False, validated=sorted(roles), problems=problems)
         if problems:
             lines = settings.format_problems(problems)

@@ -27,8 +27,9 @@ options:
     description:
       - "Files to write: {dest, content, mode (octal string or number, default 0644), owner (root), group (root),
         validate (argv list, or a string split like a shell would, with %s for the staged file; optional),
-        mask_keys (keys whose values the --diff shows as ******** on both sides, e.g. a receiver's url:
-        the old file's secrets, which redact cannot name)}."
+        or secret_content instead of content: a no_log parameter, for a file that holds secrets
+        (its whole text is masked wherever Ansible would print or log it, and --diff says only that
+        it changes, never its old or new text)}."
       - Missing parent directories are created (0755, root), e.g. a unit's drop-in directory.
     type: list
     elements: dict
@@ -108,12 +109,14 @@ from ansible.module_utils.rackforge import units as plan_units
 
 FILE_OPTIONS = {
     "dest": {"type": "path", "required": True},
-    "content": {"type": "str", "required": True},
+    "content": {"type": "str"},
+    # AnsibleModule masks a no_log value wherever it appears in the result and keeps it out of the
+    # node's log, whatever quoting or escaping the file's format gave the secrets inside it
+    "secret_content": {"type": "str", "no_log": True},
     "mode": {"type": "raw", "default": "0644"},
     "owner": {"type": "str", "default": "root"},
     "group": {"type": "str", "default": "root"},
     "validate": {"type": "raw"},
-    "mask_keys": {"type": "list", "elements": "str", "default": []},
 }
 DIR_OPTIONS = {
     "path": {"type": "path", "required": True},
@@ -152,6 +155,8 @@ def wanted_dir(module, item):
 
 def wanted_file(module, item):
     dest = item["dest"]
+    if (item["content"] is None) == (item["secret_content"] is None):
+        module.fail_json(msg="rackforge_units: %s: give content or secret_content, one of them" % dest)
     mode, uid, gid = _meta(module, dest, item)
     validate = item.get("validate")
     if isinstance(validate, str):
@@ -162,14 +167,14 @@ def wanted_file(module, item):
         )
     return {
         "dest": dest,
-        "data": item["content"].encode("utf-8"),
+        "data": (item["content"] if item["secret_content"] is None else item["secret_content"]).encode("utf-8"),
         "mode": mode,
         "uid": uid,
         "gid": gid,
         "owner": item["owner"],
         "group": item["group"],
         "validate": validate,
-        "mask_keys": item["mask_keys"],
+        "secret": item["secret_content"] is not None,
     }
 
 
@@ -264,7 +269,8 @@ def main():
     units = module.params["units"]
     have_files = {f["dest"]: filestage.read_state(f["dest"]) for f in files}
     have_absent = {path: filestage.read_state(path) for path in absent}
-    have_dirs = {d["path"]: filestage.read_state(d["path"]) for d in directories}
+    # a directory may be a link to one (a TSDB on a data disk): it is followed, as chmod and chown do
+    have_dirs = {d["path"]: filestage.read_state(os.path.realpath(d["path"])) for d in directories}
     systemctl = module.get_bin_path("systemctl")
     names = [u["name"] for u in units]
     if names and not systemctl:

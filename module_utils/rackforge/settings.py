@@ -360,7 +360,7 @@ def format_problems(problems):
     """One line per problem: 'variable = value: problem' (a typo has no value to show)."""
     lines = []
     for p in problems:
-        hidden = p["value"] is None and ("not a variable" in p["problem"] or p.get("derived"))
+        hidden = p["value"] is None and ("not a variable" in p["problem"] or p.get("derived") or p.get("secret"))
         value = "" if hidden else " = %s" % shown(p["value"])
         lines.append("%s%s: %s" % (p["variable"], value, p["problem"]))
     return lines

@@ -20,7 +20,6 @@ systemd 252 (tests/fixtures/captured/systemctl-show-*.src.txt):
 from __future__ import annotations
 
 import posixpath
-import re
 
 SHOW_PROPERTIES = ("Id", "LoadState", "ActiveState", "SubState", "UnitFileState", "NeedDaemonReload")
 # a file under one of these is a unit file or drop-in: writing or removing one needs a daemon-reload
@@ -40,6 +39,9 @@ DISABLE = frozenset(("enabled", "enabled-runtime"))
 RUNNING = frozenset(("active", "activating", "reloading", "refreshing"))
 NOT_LOADED = frozenset(("not-found", "bad-setting", "error"))
 VERBS = ("start", "restart", "reload")  # after the daemon-reload, in this order (stop runs before any file goes)
+
+
+SECRET_TEXT = "(secret content, not shown)\n"
 
 
 class ParseError(ValueError):
@@ -205,7 +207,7 @@ def dir_changes(want, have):
 
 def plan(files, absent, units, have_files, have_absent, have_units, directories=(), have_dirs=None):
     """What to do, in the order to do it.
-    files: [{dest, data (bytes), mode (int), uid, gid, owner, group, validate, mask_keys}]; absent: [path];
+    files: [{dest, data (bytes), mode (int), uid, gid, owner, group, validate, secret}]; absent: [path];
     units: [{name, enabled (True/False/None), state (started/stopped/None), restart_on, reload_on}];
     directories: [{path, mode, uid, gid, owner, group}];
     have_files / have_absent / have_dirs: {path: {kind, data, mode, uid, gid, owner, group, missing_dirs}};
@@ -267,8 +269,10 @@ def plan(files, absent, units, have_files, have_absent, have_units, directories=
 
 def actions(p):
     """What the plan does, one line per action, in the order it runs."""
-    out = ["mkdir " + d for d in p["mkdirs"]]
-    out += ["directory %s (%s)" % (d["path"], ", ".join(d["why"])) for d in p["dirs"]]
+    made = [(m, "mkdir " + m) for m in p["mkdirs"]] + [
+        (d["path"], "directory %s (%s)" % (d["path"], ", ".join(d["why"]))) for d in p["dirs"]
+    ]
+    out = [line for _path, line in sorted(made)]  # parents first, as filestage.commit makes them
     out += ["write %s (%s)" % (w["dest"], ", ".join(w["why"])) for w in p["writes"]]
     out += verb_actions(p, "stop")
     out += ["disable " + n for n in p["disable"]]
@@ -314,25 +318,6 @@ def _text(data):
     return "" if data is None else data.decode("utf-8", "replace")
 
 
-def _masked(before, after, mask_keys):
-    """before and after with the value of each `key: value` or `key = value` line (a YAML list
-    item's too) whose key is in mask_keys shown as ********, and as ******** (changed) on the after
-    side where the value differs from the same line's (the nth such line's) before: a secret the
-    file held before this run is not among the values the caller can redact, and a change of one
-    must still show."""
-    if not mask_keys:
-        return before, after
-    line = re.compile(r"^(\s*(?:-\s+)?(?:%s)\s*[:=][ \t]*)(\S.*)$" % "|".join(re.escape(k) for k in mask_keys), re.M)
-    old = [m.group(2) for m in line.finditer(before)]
-    seen = iter(range(10**9))
-
-    def after_sub(m):
-        n = next(seen)
-        return m.group(1) + ("********" if n < len(old) and old[n] == m.group(2) else "******** (changed)")
-
-    return line.sub(r"\g<1>********", before), line.sub(after_sub, after)
-
-
 def _meta(mode, owner, group):
     return "mode: %s\nowner: %s\ngroup: %s\n" % (octal(mode), owner, group)
 
@@ -346,7 +331,10 @@ def diffs(p, have_files, units_before, units_after):
         out.append({"before_header": header, "after_header": header, "before": before, "after": _meta(d["mode"], d["owner"], d["group"])})
     for w in p["writes"]:
         if w["old"] != w["data"]:
-            before, after = _masked(_text(w["old"]), _text(w["data"]), w.get("mask_keys"))
+            if w.get("secret"):  # its text, old or new, never shown: the change only
+                before, after = SECRET_TEXT, SECRET_TEXT.replace("\n", ", changed\n")
+            else:
+                before, after = _text(w["old"]), _text(w["data"])
             out.append({"before_header": w["dest"], "after_header": w["dest"], "before": before, "after": after})
         have = have_files[w["dest"]]
         if have.get("kind") == "file" and (have["mode"], have["uid"], have["gid"]) != (w["mode"], w["uid"], w["gid"]):

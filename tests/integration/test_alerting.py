@@ -8,21 +8,23 @@ refuse never installed.
 Timing, measured from the moment the fault became visible on the node (the textfile's mtime; for
 a stopped node_exporter, the moment before the stop) to the webhook's receipt, against the issue's
 bound: the rule's `for:` plus two scrape intervals. Where the time goes, with the lab's values
-(lab/inventory_vars/rackforge.yml: scrape 2 s, evaluation 1 s, group_wait 0, `for:` 6 s): up to
-one scrape interval until a scrape carries the change, up to one evaluation interval until a rule
-sees it (pending), the `for:` (firing, sent to both Alertmanagers at once), no group_wait, then
-Alertmanager's dispatch and the HTTP hop: 2 + 1 + 6 + 0 = 9 s and well under a second more,
-within 6 + 2 x 2 = 10 s. (Prometheus and Alertmanager add the evaluation interval and group_wait
+(lab/inventory_vars/rackforge.yml, read here: scrape 2 s, evaluation 500 ms, group_wait 0, `for:`
+6 s): up to one scrape interval until a scrape carries the change, up to one evaluation interval
+until a rule sees it (pending), the `for:` (firing, sent to both Alertmanagers at once), no
+group_wait, then Alertmanager's dispatch and the HTTP hop: 2 + 0.5 + 6 + 0 = 8.5 s and the hops,
+against 6 + 2 x 2 = 10 s. (Prometheus and Alertmanager add the evaluation interval and group_wait
 by design; a production route's 30 s group_wait adds its 30 s.) Every latency measured is
 written to reports/alert-latency.json."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 
 import pytest
+import yaml
 from conftest import ROOT, lab, on_node, playbook
 from monitoring_helper import (
     ALERTMANAGER_PORT,
@@ -35,9 +37,21 @@ from monitoring_helper import (
     wait_for,
 )
 
-SCRAPE, EVALUATION, GROUP_WAIT, GROUP_INTERVAL, FOR = 2, 1, 0, 2, 6
-FIRING_BOUND = FOR + 2 * SCRAPE
-assert SCRAPE + EVALUATION + FOR + GROUP_WAIT < FIRING_BOUND  # the lab's values fit the issue's bound
+
+def seconds(duration):
+    """A Prometheus duration of one unit (the lab's: 500ms, 2s, 1h) in seconds."""
+    match = re.fullmatch(r"(\d+)(ms|s|m|h)", duration)
+    assert match, duration
+    return int(match.group(1)) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[match.group(2)]
+
+
+LAB_VARS = yaml.safe_load((ROOT / "lab" / "inventory_vars" / "rackforge.yml").read_text())
+SCRAPE = seconds(LAB_VARS["monitoring_server_scrape_interval"])
+EVALUATION = seconds(LAB_VARS["monitoring_server_evaluation_interval"])
+GROUP_WAIT = seconds(LAB_VARS["monitoring_server_route"]["group_wait"])
+GROUP_INTERVAL = seconds(LAB_VARS["monitoring_server_route"]["group_interval"])
+FOR = max(seconds(d) for d in LAB_VARS["monitoring_server_alert_for"].values())
+FIRING_BOUND = FOR + 2 * SCRAPE  # the issue's bound
 # resolved: the scrape that shows the node healthy, the evaluation that ends the alert, and the
 # group's next flush
 RESOLVED_BOUND = 2 * SCRAPE + EVALUATION + GROUP_INTERVAL + 5
@@ -260,17 +274,22 @@ def test_a_config_amtool_refuses_is_never_installed_and_the_running_one_keeps_wo
 
 
 def test_a_changed_receiver_url_is_masked_in_the_diff_and_the_invocation(converged):
-    """The receivers' URLs go to rackforge_units as `redact` (a no_log parameter), so Ansible masks
-    them in everything the task returns while the rest of the diff stays readable."""
+    """alertmanager.yml goes to rackforge_units as secret_content (a no_log parameter): at -vvv,
+    where the default callback prints the module's invocation, neither the new URL nor the old one
+    appears, and --diff says only that the file changes, while the other files' diffs stay whole."""
     host = "lab-mon1"
     before = file_sha(host, "/etc/prometheus/alertmanager.yml")
     url = "http://10.89.77.10:9095/hooks/T0KEN-rackforge-test"
-    changed = {"monitoring_server_receivers": [{"name": "lab-webhook", "type": "webhook", "url": url}]}
-    res = playbook("playbooks/monitoring.yml", "--limit", host, "--check", "--diff", "-v", "-e", json.dumps(changed))
+    changed = {
+        "monitoring_server_receivers": [{"name": "lab-webhook", "type": "webhook", "url": url}],
+        "monitoring_server_external_labels": {"rackforge_mask_test": "1"},  # a readable diff beside it
+    }
+    res = playbook("playbooks/monitoring.yml", "--limit", host, "--check", "--diff", "-vvv", "-e", json.dumps(changed))
     assert res.returncode == 0, res.stdout[-3000:]
+    assert '"module_args"' in res.stdout or "module_args" in res.stdout  # the invocation is printed at -vvv
     assert "T0KEN" not in res.stdout and "T0KEN" not in res.stderr
-    # the diff is there, readable, with the new URL and the old one (the lab receiver's) masked
-    assert "+++ after: /etc/prometheus/alertmanager.yml" in res.stdout and "-  - url: ********" in res.stdout, res.stdout[-3000:]
-    assert "+  - url: ******** (changed)" in res.stdout and "9095/alerts" not in res.stdout
+    assert "9095/alerts" not in res.stdout  # the old URL, in the file as it is, neither
+    assert "+++ after: /etc/prometheus/alertmanager.yml" in res.stdout and "+(secret content, not shown), changed" in res.stdout
+    assert "+    rackforge_mask_test: '1'" in res.stdout.replace('"', "'"), res.stdout[-3000:]  # prometheus.yml's diff, whole
     assert "write /etc/prometheus/alertmanager.yml (content)" in res.stdout
     assert file_sha(host, "/etc/prometheus/alertmanager.yml") == before

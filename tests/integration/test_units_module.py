@@ -251,10 +251,13 @@ def test_directories_are_made_and_fixed_and_a_failed_validation_puts_them_back(n
     assert not res["changed"] and res["actions"] == []
     # drift is put right; with a file whose validation fails, nothing is (the mode goes back)
     sh("chmod", "0700", tsdb)
+    fresh = "/var/lib/rf-d/fresh/deeper"
     bad = dict(args, files=[{"dest": conf, "content": "x\n", "validate": ["false", "%s"]}])
+    bad["directories"] = args["directories"] + [{"path": fresh, "mode": "0700"}]
     res, _calls = units_module(bad)
     assert res.get("failed") and "nothing written" in res["msg"]
     assert sh("stat", "-c", "%a", tsdb).stdout.strip() == "700"
+    assert sh("test", "-e", "/var/lib/rf-d/fresh", check=False).returncode != 0  # made for the call, gone again
     res, _calls = units_module(args, check=True)
     assert res["actions"] == ["directory %s (mode 0700 -> 0750)" % tsdb]
     assert sh("stat", "-c", "%a", tsdb).stdout.strip() == "700"

@@ -111,7 +111,9 @@ def test_census_counts_rackforges_controller_only_action_plugins_as_controller()
     census = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(census)
     plugins = sorted((ROOT / "action_plugins").glob("*.py"))
-    controller_only = {p.stem for p in plugins if "_execute_module" not in p.read_text()}
+    # every way ActionBase reaches the host: a module, a raw command, a file transfer, a remote temp dir
+    reach = ("_execute_module", "_low_level_execute_command", "_transfer_file", "_transfer_data", "_make_tmp_path", "self._connection")
+    controller_only = {p.stem for p in plugins if not any(r in p.read_text() for r in reach)}
     assert controller_only and controller_only <= census.CONTROLLER_ACTIONS
     assert not ({p.stem for p in plugins} - controller_only) & census.CONTROLLER_ACTIONS
 

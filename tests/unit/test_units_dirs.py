@@ -23,12 +23,13 @@ def test_directories_are_made_parents_first_with_their_own_mode_and_a_file_may_g
     p = u.plan([want(conf)], [], [], have_files, {}, {}, dirs, have_dirs)
     # /etc/rf/file_sd is made as asked (not as a plain 0755 parent); the parents no one asked for are 0755 root
     assert p["mkdirs"] == ["/var/lib/rf", "/etc/rf", "/etc/rf/file_sd/node"]
+    # in the order filestage.commit makes them: parents first
     assert u.actions(p) == [
-        "mkdir /var/lib/rf",
         "mkdir /etc/rf",
-        "mkdir /etc/rf/file_sd/node",
-        "directory /var/lib/rf/tsdb (new)",
         "directory /etc/rf/file_sd (new)",
+        "mkdir /etc/rf/file_sd/node",
+        "mkdir /var/lib/rf",
+        "directory /var/lib/rf/tsdb (new)",
         "write /etc/rf/file_sd/node/x.json (new)",
     ]
     diff = {d["before_header"]: d for d in u.diffs(p, have_files, {}, {})}
@@ -62,15 +63,19 @@ def test_a_directory_that_is_a_file_or_named_twice_is_refused():
         u.plan([], [], [], {}, {}, {}, [wdir("/")], {"/": have(kind="dir")})
 
 
-def test_mask_keys_hide_the_old_and_new_secrets_in_the_diff():
+def test_a_secret_files_text_is_never_in_the_diff_only_that_it_changes():
     path = "/etc/prometheus/alertmanager.yml"
-    old = "receivers:\n- name: a\n  webhook_configs:\n  - url: http://old/T0KEN\n    send_resolved: true\nsmtp_auth_password = s3cret\n"
-    new = old.replace("old/T0KEN", "new/T1KEN")
-    w = dict(want(path, new), mask_keys=["url", "smtp_auth_password"])
+    old = "receivers:\n- name: a\n  webhook_configs:\n  - url: http://old/T0KEN\n"
+    w = dict(want(path, old.replace("old/T0KEN", "new/T1KEN")), secret=True)
     have_files = {path: have(old)}
     p = u.plan([w], [], [], have_files, {}, {})
     diff = u.diffs(p, have_files, {}, {})[0]
-    assert "T0KEN" not in diff["before"] and "T1KEN" not in diff["after"] and "s3cret" not in diff["before"]
-    assert "  - url: ********\n    send_resolved: true\n" in diff["before"] and "smtp_auth_password = ********\n" in diff["after"]
-    assert "  - url: ******** (changed)\n" in diff["after"]  # a changed secret still shows as a change
-    assert "- name: a\n" in diff["after"]  # the rest stays readable
+    assert diff["before"] == "(secret content, not shown)\n" and diff["after"] == "(secret content, not shown), changed\n"
+    assert u.actions(p) == ["write %s (content)" % path]
+
+
+def test_actions_list_the_directories_in_the_order_they_are_made():
+    want_dir, child = "/etc/rf", "/etc/rf/a/b.json"
+    have_files = {child: dict(have(kind=None), missing_dirs=["/etc/rf", "/etc/rf/a"])}
+    p = u.plan([want(child)], [], [], have_files, {}, {}, [wdir(want_dir)], {want_dir: have(kind=None)})
+    assert u.actions(p) == ["directory /etc/rf (new)", "mkdir /etc/rf/a", "write /etc/rf/a/b.json (new)"]
