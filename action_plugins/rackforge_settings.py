@@ -118,6 +118,14 @@ class ActionModule(ActionBase):
             except Exception as exc:  # any templating error is the variable's problem, reported as such
                 problems.append({"variable": name, "value": None, "problem": "cannot be evaluated for this host: %s" % exc})
         context = dict(values)
+        # the variables the rules' `when` read, of roles not checked in this call (another role's
+        # setting a rule depends on): in the context, not checked here
+        for name in sorted(set().union(*(settings.when_names(rules[role]) for role in roles)) - set(values)):
+            if name in variables:
+                try:
+                    context[name] = templar.template(variables[name])
+                except Exception:  # its own role's check reports it
+                    continue
         for role in roles:
             found, coerced = settings.check_types(specs[role], {n: v for n, v in values.items() if n in specs[role]})
             problems += found

@@ -347,13 +347,24 @@ def describe(rule):
 
 
 def check_rules(rules, values, context):
-    """Problems of every variable in `values` that `rules` has a rule for. `context` holds every
-    variable's effective value (for `when`, `prefix_var`, `key_of`)."""
+    """Problems of every variable in `values` that `rules` has a rule (or a list of rules) for.
+    `context` holds every variable's effective value (for `when`, `prefix_var`, `key_of`)."""
     out = []
     for name in sorted(rules):
         if name in values:
-            out += check_value(name, values[name], rules[name], context)
+            for rule in rule_list(rules[name]):
+                out += check_value(name, values[name], rule, context)
     return out
+
+
+def rule_list(rule):
+    """A variable's rules: one rule, or a list of them (each with its own `when`)."""
+    return rule if isinstance(rule, list) else [rule]
+
+
+def when_names(rules):
+    """The variables the rules' `when` clauses read (the context must hold them)."""
+    return {var for r in rules.values() for rule in rule_list(r) for var in (rule.get("when") or {})}
 
 
 def format_problems(problems):

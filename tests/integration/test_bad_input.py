@@ -161,7 +161,7 @@ CASES = [
     ({"nvidia_device_plugin_image_digest": ""}, 'nvidia_device_plugin_image_digest = "": must not be empty', "all"),
     (
         {"container_runtime_nvidia_isolation": False},
-        "nvidia_device_plugin_device_list_strategy volume-mounts with container_runtime_nvidia_isolation false: the toolkit would ignore it",
+        'nvidia_device_plugin_device_list_strategy = "volume-mounts": must be envvar while container_runtime_nvidia_isolation is false',
         "all",
     ),
 ]

@@ -100,11 +100,13 @@ def test_every_rule_file_names_declared_variables_and_valid_rule_kinds():
     declared = {name for role in ROLES for name in spec(role)}
     globals_ = {"rackforge_hw_profile", "rackforge_hardware_profiles"}
     for role in ROLES:
-        for name, rule in rules(role).items():
+        for name, listed in rules(role).items():
             assert name in declared or name in globals_, "%s/meta/rules.yml: %s is declared by no argument spec" % (role, name)
-            assert isinstance(rule, dict), name
-            # a rule with an unknown format raises here instead of passing silently later
-            s.check_value(name, "probe", rule, {})
+            assert isinstance(listed, (dict, list)) and listed, name
+            for rule in s.rule_list(listed):
+                assert isinstance(rule, dict), name
+                # a rule with an unknown format raises here instead of passing silently later
+                s.check_value(name, "probe", rule, {})
 
 
 def test_every_default_satisfies_its_spec_and_rules():
@@ -164,7 +166,7 @@ def test_semantic_messages_name_only_the_wrong_variable():
     unbroken = []
     for role in ROLES:
         good = {k: v for k, v in defaults(role).items() if not (isinstance(v, str) and "{{" in v)}
-        for name, rule in rules(role).items():
+        for name, rule in ((n, r) for n, listed in rules(role).items() for r in s.rule_list(listed)):
             context = dict(good)
             for var, want in (rule.get("when") or {}).items():  # make a conditional rule apply
                 context[var] = want[0] if isinstance(want, list) else want

@@ -1,0 +1,77 @@
+"""The rackforge_settings action plugin run by a real ansible-playbook on the controller (it never
+connects to a host): a rule whose `when` reads another role's setting applies when the role is
+checked alone; a derived variable that cannot be rendered is a problem; a no_log setting's value
+is never printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+# what an operator must set for the device plugin (the pins), here any well-formed sha256
+PINS = {"nvidia_device_plugin_image_digest": "a" * 64, "nvidia_device_plugin_manifest_checksum": "b" * 64}
+
+
+def check(tmp_path, task, extra):
+    play = [
+        {
+            "hosts": "localhost",
+            "gather_facts": False,
+            "tasks": [{"name": "check", "rackforge_settings": task, "vars": extra.pop("vars", {})}],
+        }
+    ]
+    (tmp_path / "play.yml").write_text(json.dumps(play))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"), ANSIBLE_STDOUT_CALLBACK="json", ANSIBLE_LOAD_CALLBACK_PLUGINS="1")
+    res = subprocess.run(
+        ["ansible-playbook", "-i", "localhost,", "-c", "local", "-e", json.dumps(extra), str(tmp_path / "play.yml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    result = json.loads(res.stdout)["plays"][0]["tasks"][0]["hosts"]["localhost"]
+    return result, res.stdout + res.stderr
+
+
+def test_a_rule_reading_another_roles_setting_applies_when_its_role_is_checked_alone(tmp_path):
+    result, _out = check(tmp_path, {"roles": ["nvidia_device_plugin"]}, dict(PINS, container_runtime_nvidia_isolation=False))
+    assert result.get("failed"), result
+    assert (
+        'nvidia_device_plugin_device_list_strategy = "volume-mounts": must be envvar while container_runtime_nvidia_isolation is false'
+        in result["msg"]
+    )
+    ok, _out = check(
+        tmp_path,
+        {"roles": ["nvidia_device_plugin"]},
+        dict(PINS, container_runtime_nvidia_isolation=False, nvidia_device_plugin_device_list_strategy="envvar"),
+    )
+    assert not ok.get("failed"), ok["msg"]
+    # with the plugin off, its strategy does not matter
+    off, _out = check(
+        tmp_path, {"roles": ["nvidia_device_plugin"]}, {"container_runtime_nvidia_isolation": False, "nvidia_device_plugin_enabled": False}
+    )
+    assert not off.get("failed"), off["msg"]
+
+
+def test_a_derived_variable_that_cannot_render_is_a_problem_and_secrets_are_not_printed(tmp_path):
+    url = "hxxp://T0KEN@relay/"
+    extra = {
+        "monitoring_server_receivers": [{"name": "ops", "type": "webhook", "url": url}],
+        "monitoring_server_listen_address": "127.0.0.1",
+        "vars": {"derived_probe": "{{ {'receivers': monitoring_server_receivers} | rackforge_alertmanager_config }}"},
+    }
+    result, out = check(tmp_path, {"roles": ["monitoring_server"], "derived": ["derived_probe"]}, extra)
+    assert result.get("failed") and "derived_probe: cannot be rendered" in result["msg"], result
+    assert "T0KEN" not in out
+    # a type problem of a no_log setting names it, without its value
+    result, out = check(
+        tmp_path,
+        {"roles": ["monitoring_server"]},
+        {"monitoring_server_receivers": "T0KEN", "monitoring_server_listen_address": "127.0.0.1"},
+    )
+    assert result.get("failed") and "monitoring_server_receivers: must be" in result["msg"], result["msg"]
+    assert "T0KEN" not in out
