@@ -131,7 +131,7 @@ class ActionModule(ActionBase):
             problems += found
             values.update(coerced)
             context.update(coerced)
-        bad = {p["variable"].split("[")[0].split(".")[0].split(" ")[0] for p in problems}
+        bad = {settings.root_name(p["variable"]) for p in problems}
         for role in roles:
             problems += settings.check_rules(rules[role], {n: v for n, v in values.items() if n not in bad}, context)
         known = {name for spec in specs.values() for name in spec}
@@ -148,7 +148,7 @@ class ActionModule(ActionBase):
         # problems name it and say what is wrong, never its value
         secret = {name for role in roles for name, opt in specs[role].items() if isinstance(opt, dict) and opt.get("no_log")}
         for p in problems:
-            if p["variable"].split("[")[0].split(".")[0].split(" ")[0] in secret:
+            if settings.root_name(p["variable"]) in secret:
                 p.update(value=None, secret=True)
 
         result.update(changed=False, validated=sorted(roles), problems=problems)

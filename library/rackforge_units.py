@@ -216,7 +216,7 @@ def execute(module, systemctl, p, all_actions):
     done = []
     file_actions = [a for a in all_actions if a.startswith(("mkdir ", "directory ", "write "))]
     try:
-        filestage.commit(p["writes"], p["mkdirs"], lambda argv: module.run_command(argv, environ_update=C_ENV), p["dirs"])
+        filestage.commit(p["writes"], plan_units.made(p), lambda argv: module.run_command(argv, environ_update=C_ENV))
     except filestage.StageError as exc:
         module.fail_json(
             msg="rackforge_units: %s (nothing written): %s%s" % (exc, exc.stdout, exc.stderr),
@@ -283,7 +283,7 @@ def main():
     if p["daemon_reload"] and not systemctl:
         module.fail_json(msg="rackforge_units: %s changed but this node has no systemctl to reload systemd" % ", ".join(p["daemon_reload"]))
     if not module.check_mode:
-        made = set(p["mkdirs"]) | {d["path"] for d in p["dirs"]}
+        made = {e if isinstance(e, str) else e["path"] for e in plan_units.made(p)}
         for w in p["writes"]:
             if not os.path.isdir(os.path.dirname(w["dest"])) and os.path.dirname(w["dest"]) not in made:
                 module.fail_json(msg="rackforge_units: %s: %s is not a directory" % (w["dest"], os.path.dirname(w["dest"])))

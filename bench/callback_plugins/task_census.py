@@ -116,7 +116,8 @@ class CallbackModule(CallbackBase):
         if status == "unreachable":
             host["unreachable"] += 1
             return
-        kind = self._kind(result, status)
+        action = short_action(getattr(task, "resolved_action", None) or task.action)
+        kind, target = self._kind(result, status, action)
         role = task._role.get_name() if getattr(task, "_role", None) else "(play)"
         host["by_role"].setdefault(role, {"remote": 0, "controller": 0, "delegated": 0, "skipped": 0})[kind] += 1
         if kind == "skipped":  # `when` was false, or a loop's every item was skipped
@@ -126,15 +127,12 @@ class CallbackModule(CallbackBase):
         if res.get("changed"):
             host["changed"] += 1
             host["changed_tasks"].append(label)
-        action = short_action(getattr(task, "resolved_action", None) or task.action)
         if kind == "controller":
             host["controller_tasks"] += 1
             return
         if kind == "delegated":
             # ran on another host (the controller, the control plane, the Prometheus host): not
             # a round trip to this node; counted apart so that nothing disappears
-            delegated = res.get("_ansible_delegated_vars") or {}
-            target = delegated.get("ansible_delegated_host") or getattr(task, "delegate_to", None)
             host["delegated_tasks"] += 1
             host["delegated"].append({"task": label, "action": action, "to": str(target)})
             return
@@ -157,22 +155,22 @@ class CallbackModule(CallbackBase):
         )
 
     @staticmethod
-    def _kind(result, status):
-        """remote, controller, delegated or skipped: what one evaluation of a task cost this host."""
+    def _kind(result, status, action):
+        """(remote, controller, delegated or skipped: what one evaluation of a task cost this host;
+        the host a delegated task ran on)."""
         if status == "skipped":
-            return "skipped"
-        task, res = result.task, result.result
-        action = short_action(getattr(task, "resolved_action", None) or task.action)
+            return "skipped", None
         if action in CONTROLLER_ACTIONS:
-            return "controller"
+            return "controller", None
+        res = result.result
         delegated = res.get("_ansible_delegated_vars") or {}
-        target = delegated.get("ansible_delegated_host") or getattr(task, "delegate_to", None)
+        target = delegated.get("ansible_delegated_host") or getattr(result.task, "delegate_to", None)
         if target and target != result.host.get_name():
-            return "delegated"
+            return "delegated", target
         items = res.get("results")
         if isinstance(items, list) and not any(isinstance(i, dict) and not i.get("skipped") for i in items):
-            return "skipped"
-        return "remote"
+            return "skipped", None
+        return "remote", None
 
     def v2_runner_on_ok(self, result):
         self._record(result, "ok")

@@ -98,24 +98,26 @@ def read_state(path):
     }
 
 
-def commit(writes, mkdirs, run, dirs=()):
-    """Create mkdirs (0755, root) and dirs {path, mode, uid, gid, have} (made when have has no kind,
-    else given that mode and owner), parents first; stage every write {dest, data, mode, uid, gid,
-    validate (argv with %s)}, run each validation through run(argv) -> (rc, stdout, stderr), then
-    rename them all. A failing validation raises StageError with every staged file and created
-    directory removed again and every changed directory's mode and owner put back."""
+def commit(writes, mkdirs, run):
+    """Make mkdirs in the order given (parents first): a path is made 0755 root; an entry {path,
+    mode, uid, gid, have} is made with that mode and owner when have has no kind, else given them.
+    Then stage every write {dest, data, mode, uid, gid, validate (argv with %s)}, run each
+    validation through run(argv) -> (rc, stdout, stderr), and rename them all. A failing
+    validation raises StageError with every staged file and created directory removed again and
+    every changed directory's mode and owner put back."""
     created, staged, fixed = [], [], []
     try:
-        for path, d in sorted([(m, None) for m in mkdirs] + [(d["path"], d) for d in dirs], key=lambda e: e[0]):
-            if d is not None and d["have"].get("kind"):
+        for d in mkdirs:
+            path = d if isinstance(d, str) else d["path"]
+            if not isinstance(d, str) and d["have"].get("kind"):
                 fixed.append((path, d["have"]))
                 os.chmod(path, d["mode"])
                 os.chown(path, d["uid"], d["gid"])
                 continue
             os.mkdir(path)
             created.append(path)
-            os.chmod(path, 0o755 if d is None else d["mode"])
-            if d is not None:
+            os.chmod(path, 0o755 if isinstance(d, str) else d["mode"])
+            if not isinstance(d, str):
                 os.chown(path, d["uid"], d["gid"])
         for w in writes:
             fd, tmp = tempfile.mkstemp(prefix=".rackforge-", suffix="-" + os.path.basename(w["dest"]), dir=os.path.dirname(w["dest"]))

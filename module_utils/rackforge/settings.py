@@ -367,6 +367,11 @@ def when_names(rules):
     return {var for r in rules.values() for rule in rule_list(r) for var in (rule.get("when") or {})}
 
 
+def root_name(variable):
+    """The setting a problem's path is about: x of 'x[0].url', 'x.key' or 'x key "k"'."""
+    return variable.split("[")[0].split(".")[0].split(" ")[0]
+
+
 def format_problems(problems):
     """One line per problem: 'variable = value: problem' (a typo has no value to show)."""
     lines = []

@@ -267,12 +267,16 @@ def plan(files, absent, units, have_files, have_absent, have_units, directories=
     return p
 
 
+def made(p):
+    """The directories to make or fix, parents first (a path sorts after its parent): a plain
+    parent as its path (0755, root), a directory asked for as its plan entry. filestage.commit
+    makes them in this order, and actions() lists them in it."""
+    return [e for _path, e in sorted([(m, m) for m in p["mkdirs"]] + [(d["path"], d) for d in p["dirs"]], key=lambda pe: pe[0])]
+
+
 def actions(p):
     """What the plan does, one line per action, in the order it runs."""
-    made = [(m, "mkdir " + m) for m in p["mkdirs"]] + [
-        (d["path"], "directory %s (%s)" % (d["path"], ", ".join(d["why"]))) for d in p["dirs"]
-    ]
-    out = [line for _path, line in sorted(made)]  # parents first, as filestage.commit makes them
+    out = ["mkdir " + e if isinstance(e, str) else "directory %s (%s)" % (e["path"], ", ".join(e["why"])) for e in made(p)]
     out += ["write %s (%s)" % (w["dest"], ", ".join(w["why"])) for w in p["writes"]]
     out += verb_actions(p, "stop")
     out += ["disable " + n for n in p["disable"]]
