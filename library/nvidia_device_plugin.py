@@ -23,7 +23,7 @@ options:
   image: {description: "Image name:tag to run instead of the manifest's (a mirror); empty: the manifest's.", type: str, default: ""}
   image_digest: {description: sha256 digest (64 hex digits) the image is pinned to; empty pins nothing., type: str, default: ""}
   mig_strategy: {description: MIG_STRATEGY., type: str, default: none, choices: [none, single, mixed]}
-  device_list_strategy: {description: DEVICE_LIST_STRATEGY., type: str, default: volume-mounts, choices: [envvar, volume-mounts]}
+  device_list_strategy: {description: DEVICE_LIST_STRATEGY., type: str, default: volume-mounts, choices: [envvar, volume-mounts, cdi-cri]}
   device_id_strategy: {description: DEVICE_ID_STRATEGY., type: str, default: uuid, choices: [uuid, index]}
   fail_on_init_error: {description: FAIL_ON_INIT_ERROR., type: bool, default: true}
   time_slicing_replicas: {description: Time-slicing replicas of nvidia.com/gpu (0 = off)., type: int, default: 0}

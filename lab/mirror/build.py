@@ -14,6 +14,9 @@ A second repository, /debian, carries REAL Debian packages the roles install fro
 on a real node (DISTRO_PACKAGES, fetched with `apt-get download` on the host, which checks
 Debian's signatures): it is the lab nodes' only distro source, as a real server has one.
 
+A third, /containerd, carries Debian 13's REAL containerd 1.7.24 (mirror_trixie.py: the first
+Debian containerd with CDI), which container_runtime adds as a repository of its own.
+
 Split by concern: mirror_nvidia.py (the NVIDIA packages and runfile), mirror_k8s.py (the Kubernetes
 stand-ins: lab/k8sim installed under /usr/lib/k8sim/<package>/, entry scripts in /usr/bin) and
 mirror_repo.py (debs, the Debian packages, signed indexes); this file re-exports their names.
@@ -68,6 +71,7 @@ from mirror_nvidia import (
     runfile,
 )
 from mirror_repo import DISTRO_PACKAGES, build_deb, digest, distro_debs, file_mode, gpg, index_entry, write_flat_repo, write_repo
+from mirror_trixie import CONTAINERD, trixie_debs
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 LAB = os.path.dirname(HERE)
@@ -75,6 +79,7 @@ LAB = os.path.dirname(HERE)
 __all__ = [
     "APISERVER_UNIT",
     "CALICO_VERSION",
+    "CONTAINERD",
     "CTK",
     "DEVICE_PLUGIN",
     "DEVICE_PLUGIN_VERSION",
@@ -115,6 +120,7 @@ __all__ = [
     "real_files",
     "runfile",
     "sources_digest",
+    "trixie_debs",
     "write_flat_repo",
     "write_repo",
 ]
@@ -157,6 +163,14 @@ def main():
         home,
     )
     debian = write_repo(os.path.join(out, "debian"), "rackforge lab distro mirror (real Debian packages)", distro_debs, home)
+    # /containerd: a containerd with CDI (Debian 13's, real), added by container_runtime as a repository
+    cache = os.path.join(os.path.dirname(LAB), ".cache", "realtools")
+    write_repo(
+        os.path.join(out, "containerd"),
+        "rackforge lab containerd mirror (Debian 13's real containerd %s)" % CONTAINERD[1],
+        lambda pool: trixie_debs(pool, cache),
+        home,
+    )
     os.makedirs(os.path.join(out, "vendor", "runfile"))
     with open(os.path.join(out, "vendor", "runfile", "NVIDIA-Linux-x86_64-%s.run" % RUNFILE_VERSION), "wb") as fh:
         fh.write(runfile(RUNFILE_VERSION))

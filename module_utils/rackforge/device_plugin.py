@@ -30,9 +30,21 @@ CONFIG_NAME = "nvidia-device-plugin-config"
 CONFIG_KEY = "config.yaml"
 CHECKSUM_ANNOTATION = "rackforge.io/device-plugin-config-sha256"
 MIG_STRATEGIES = ("none", "single", "mixed")
-# the CDI strategies need containerd's CDI support (containerd >= 1.7, enable_cdi), which Debian 12's
-# containerd 1.6.20 does not have: refused here until the CDI part of issue 20 lands
-DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts")
+# cdi-cri needs containerd's CDI (CRI CDIDevices, read from containerd 1.7.2 on, with enable_cdi):
+# Debian 12's containerd 1.6.20 has none, so the role's rules ask for container_runtime_cdi: true,
+# which fails on such a containerd. cdi-annotations is not offered: containerd's CRI does not read
+# the annotations, only the nvidia runtime in CDI mode does, and rackforge runs it in legacy mode.
+DEVICE_LIST_STRATEGIES = ("envvar", "volume-mounts", "cdi-cri")
+# with cdi-cri the plugin writes its own CDI spec (kind k8s.device-plugin.nvidia.com/gpu) into
+# /var/run/cdi, which must be the host's for containerd to find it, and generates it from the driver
+# files it finds under its driver root mounted at /driver-root (cmd/nvidia-device-plugin flags
+# --driver-root, --driver-root-ctr-path; the helm chart mounts both the same way). The spec's hooks
+# call the host's /usr/bin/nvidia-ctk, the plugin's default --nvidia-cdi-hook-path, which the
+# container toolkit installs.
+CDI_VOLUMES = (
+    ("cdi-root", {"hostPath": {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}}, {"mountPath": "/var/run/cdi"}),
+    ("driver-root", {"hostPath": {"path": "/", "type": "Directory"}}, {"mountPath": "/driver-root", "readOnly": True}),
+)
 DEVICE_ID_STRATEGIES = ("uuid", "index")
 
 
@@ -121,8 +133,9 @@ def render(docs, opts):
         "FAIL_ON_INIT_ERROR": "true" if opts["fail_on_init_error"] else "false",
     }
     config = plugin_config(opts["mig_strategy"], opts.get("time_slicing_replicas", 0))
-    volumes = [v for v in pod.get("volumes", []) if v.get("name") != CONFIG_NAME]
-    mounts = [m for m in c.get("volumeMounts", []) if m.get("name") != CONFIG_NAME]
+    ours = {CONFIG_NAME} | {name for name, _, _ in CDI_VOLUMES}
+    volumes = [v for v in pod.get("volumes", []) if v.get("name") not in ours]
+    mounts = [m for m in c.get("volumeMounts", []) if m.get("name") not in ours]
     annotations = ds["spec"]["template"].setdefault("metadata", {}).setdefault("annotations", {})
     annotations.pop(CHECKSUM_ANNOTATION, None)
     extra = []
@@ -143,9 +156,17 @@ def render(docs, opts):
         annotations[CHECKSUM_ANNOTATION] = hashlib.sha256(text.encode()).hexdigest()
     if not annotations:
         ds["spec"]["template"]["metadata"].pop("annotations")
-    c["env"] = [e for e in c.get("env", []) if e.get("name") != "CONFIG_FILE"]
+    if opts["device_list_strategy"] == "cdi-cri":
+        env["NVIDIA_DRIVER_ROOT"] = "/"
+        for name, source, mount in CDI_VOLUMES:
+            volumes.append(dict(source, name=name))
+            mounts.append(dict(mount, name=name))
+    c["env"] = [e for e in c.get("env", []) if e.get("name") not in ("CONFIG_FILE", "NVIDIA_DRIVER_ROOT")]
     _set_env(c, env)
-    if opts["device_list_strategy"] == "volume-mounts":
+    # the plugin's own container reaches NVML through the image's NVIDIA_VISIBLE_DEVICES=all, which the
+    # toolkit (with rackforge's isolation) honours only where CAP_SYS_ADMIN is in the bounding set;
+    # the CDI strategies need NVML too (the plugin refuses them without it)
+    if opts["device_list_strategy"] in ("volume-mounts", "cdi-cri"):
         c["securityContext"] = {"capabilities": {"add": ["SYS_ADMIN"]}}
     c["volumeMounts"] = mounts
     pod["volumes"] = volumes

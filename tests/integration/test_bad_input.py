@@ -154,14 +154,22 @@ CASES = [
     ),
     (
         {"nvidia_device_plugin_device_list_strategy": "envvar"},
-        'nvidia_device_plugin_device_list_strategy = "envvar": must be volume-mounts while container_runtime_nvidia_isolation is true',
+        'nvidia_device_plugin_device_list_strategy = "envvar": must be volume-mounts or cdi-cri while container_runtime_nvidia_isolation is true',
         "all",
     ),
     ({"nvidia_device_plugin_time_slicing_replicas": 1}, "nvidia_device_plugin_time_slicing_replicas = 1: must be 2..64 or 0", "all"),
     ({"nvidia_device_plugin_image_digest": ""}, 'nvidia_device_plugin_image_digest = "": must not be empty', "all"),
     (
         {"container_runtime_nvidia_isolation": False},
-        'nvidia_device_plugin_device_list_strategy = "volume-mounts": must be envvar while container_runtime_nvidia_isolation is false',
+        'nvidia_device_plugin_device_list_strategy = "cdi-cri": must be envvar while container_runtime_nvidia_isolation is false',
+        "all",
+    ),
+    # the lab's plugin is on cdi-cri: a containerd whose CDI is not required would drop its devices
+    # (on the GPU nodes: the control plane runs no plugin and keeps Debian 12's containerd)
+    ({"container_runtime_cdi": "auto"}, 'container_runtime_cdi = "auto": must be one of true'),
+    (
+        {"container_runtime_package_version": "1.7.24~ds1-6"},
+        'container_runtime_package_version = "1.7.24~ds1-6": must be empty or an upstream version',
         "all",
     ),
 ]

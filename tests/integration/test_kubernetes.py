@@ -217,9 +217,18 @@ def test_every_gpu_node_advertises_its_gpus_through_the_device_plugin(converged,
     assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
     assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"} in pod["tolerations"]
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
-    assert env["DEVICE_LIST_STRATEGY"] == "volume-mounts" and env["MIG_STRATEGY"] == "none"
+    # the lab runs the plugin on CDI (lab/inventory_vars: Debian 13's real containerd 1.7.24, CDI on)
+    assert env["DEVICE_LIST_STRATEGY"] == "cdi-cri" and env["MIG_STRATEGY"] == "none" and env["NVIDIA_DRIVER_ROOT"] == "/"
+    volumes = {v["name"]: v.get("hostPath") for v in pod["volumes"]}
+    assert volumes["cdi-root"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"} and volumes["driver-root"]["path"] == "/"
     # the toolkit's isolation (real config on the nodes) hides the GPUs from a plugin without SYS_ADMIN
     assert pod["containers"][0]["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    for node in gpu_nodes:  # and each node's real containerd injects CDI devices
+        dump = on_node(node, "containerd", "config", "dump").stdout
+        assert "enable_cdi = true" in dump and on_node(node, "containerd", "--version").stdout.split()[2] == "1.7.24~ds1", node
+    # the control plane runs no plugin: Debian 12's own containerd from its own sources, which auto leaves without CDI
+    assert on_node(CP, "containerd", "--version").stdout.split()[2] == "1.6.20~ds1"
+    assert "enable_cdi" not in on_node(CP, "containerd", "config", "dump").stdout
     for node in gpu_nodes:
         assert gpus_advertised(node) == (real_gpus(node), False, None), node
         assert real_gpus(node) in (4, 8)

@@ -1,5 +1,5 @@
 """The NVIDIA device plugin: the manifest as rendered (module_utils/rackforge/device_plugin.py), the
-nvidia_device_plugin module's read-decide-act, the join gate's decisions (kubernetes_gpu_gate), and
+nvidia_device_plugin module's read-decide-act (the join gate's decisions: test_gpu_gate.py), and
 the rendered DaemonSet taken through the lab kubelet's model of where the plugin's pod runs and what
 it advertises (lab/k8sim/k8simlib/deviceplugin.py, written from the Kubernetes and plugin sources,
 not from the renderer)."""
@@ -94,6 +94,25 @@ def test_the_rendered_daemonset_is_pinned_configured_and_only_for_gpu_nodes():
     assert dp.render(docs, OPTS) == docs  # rendering the rendered changes nothing
 
 
+def test_cdi_cri_gives_the_plugin_the_hosts_spec_dir_and_driver_root_and_switching_back_removes_them():
+    # as the upstream helm chart does for cdi-cri with nvidiaDriverRoot "/": the plugin writes its spec
+    # (k8s.device-plugin.nvidia.com/gpu) where containerd reads it and finds the driver at /driver-root
+    docs = dp.render(upstream(), dict(OPTS, device_list_strategy="cdi-cri"))
+    pod = plugin(docs)
+    c = pod["containers"][0]
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["DEVICE_LIST_STRATEGY"] == "cdi-cri" and env["NVIDIA_DRIVER_ROOT"] == "/"
+    assert {"name": "cdi-root", "mountPath": "/var/run/cdi"} in c["volumeMounts"]
+    assert {"name": "driver-root", "mountPath": "/driver-root", "readOnly": True} in c["volumeMounts"]
+    vols = {v["name"]: v for v in pod["volumes"]}
+    assert vols["cdi-root"]["hostPath"] == {"path": "/var/run/cdi", "type": "DirectoryOrCreate"}
+    assert vols["driver-root"]["hostPath"] == {"path": "/", "type": "Directory"}
+    # the plugin needs NVML for CDI (it refuses the strategy without): under isolation that takes SYS_ADMIN
+    assert c["securityContext"] == {"capabilities": {"add": ["SYS_ADMIN"]}}
+    assert dp.render(docs, dict(OPTS, device_list_strategy="cdi-cri")) == docs  # stable
+    assert dp.render(docs, OPTS) == dp.render(upstream(), OPTS)  # back to volume-mounts: nothing of CDI left
+
+
 def test_an_image_override_keeps_the_digest_pin_and_drops_an_old_one():
     docs = dp.render(upstream(), dict(OPTS, image="registry.example.org/nvidia/k8s-device-plugin:v0.20.0"))
     assert plugin(docs)["containers"][0]["image"] == "registry.example.org/nvidia/k8s-device-plugin:v0.20.0@sha256:" + "a" * 64
@@ -126,7 +145,10 @@ def test_time_slicing_is_a_config_file_the_pod_mounts_and_a_change_rolls_the_pod
     "change, needle",
     [
         ({"mig_strategy": "all"}, "nvidia_device_plugin_mig_strategy must be one of none, single, mixed"),
-        ({"device_list_strategy": "cdi-cri"}, "nvidia_device_plugin_device_list_strategy must be one of envvar, volume-mounts"),
+        (
+            {"device_list_strategy": "cdi-annotations"},
+            "nvidia_device_plugin_device_list_strategy must be one of envvar, volume-mounts, cdi-cri",
+        ),
         ({"device_id_strategy": "serial"}, "nvidia_device_plugin_device_id_strategy"),
         ({"time_slicing_replicas": 1}, "must be 0 (off) or 2..64"),
         ({"time_slicing_replicas": 65}, "must be 0 (off) or 2..64"),
@@ -281,104 +303,6 @@ def test_module_puts_the_file_back_when_the_cluster_refuses_it(tmp_path, monkeyp
     res = run_plugin_module(tmp_path, monkeypatch, capsys, kubectl)
     assert res["failed"] and res["rc"] == 1 and "refused" in res["stderr"]
     assert not (tmp_path / "out" / "plugin.yml").exists()  # the next run sees the change again
-
-
-# the join gate (a fake kubectl holding the Node)
-
-
-def fake_node_kubectl(tmp_path, node):
-    state, calls = tmp_path / "node.json", tmp_path / "calls"
-    state.write_text(json.dumps(node))
-    kubectl = tmp_path / "kubectl"
-    kubectl.write_text(
-        textwrap.dedent(
-            """\
-            #!/usr/bin/env python3
-            import json, sys
-            args = sys.argv[3:]
-            open({calls!r}, "a").write(" ".join(args) + "\\n")
-            node = json.load(open({state!r}))
-            if args[0] == "get":
-                print(json.dumps(node)); sys.exit(0)
-            if args[0] in ("cordon", "uncordon"):
-                node["spec"]["unschedulable"] = args[0] == "cordon"
-            if args[0] == "label":
-                for kv in args[3:]:
-                    if kv.startswith("--"):
-                        continue
-                    if kv.endswith("-"):
-                        node["metadata"]["labels"].pop(kv[:-1], None)
-                    else:
-                        k, _, v = kv.partition("=")
-                        node["metadata"]["labels"][k] = v
-            json.dump(node, open({state!r}, "w"))
-            """
-        ).format(calls=str(calls), state=str(state))
-    )
-    kubectl.chmod(0o755)
-    return kubectl, state, calls
-
-
-def k8s_node(gpus, ready=True, unschedulable=False, labels=None):
-    status = {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}], "allocatable": {"cpu": "8"}}
-    if gpus is not None:
-        status["allocatable"]["nvidia.com/gpu"] = str(gpus)
-    spec = {"unschedulable": True} if unschedulable else {}
-    return {"metadata": {"name": "gpu-1", "labels": dict(labels or {})}, "spec": spec, "status": status}
-
-
-def run_gate(monkeypatch, capsys, kubectl, gpus=8, replicas=0, check_mode=False, **extra):
-    import kubernetes_gpu_gate
-
-    monkeypatch.setattr(kubernetes_gpu_gate.AnsibleModule, "get_bin_path", lambda self, name, **kw: str(kubectl))
-    monkeypatch.setattr(kubernetes_gpu_gate.time, "sleep", lambda s: None)
-    args = {"node": "gpu-1", "gpus": gpus, "replicas": replicas, "timeout": 0, "kubeconfig": "/admin.conf", **extra}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), pytest.raises(SystemExit):
-        kubernetes_gpu_gate.main()
-    return json.loads(capsys.readouterr().out)
-
-
-def test_gate_cordons_a_node_short_of_gpus_and_lets_it_back_once_they_are_advertised(tmp_path, monkeypatch, capsys):
-    kubectl, state, calls = fake_node_kubectl(tmp_path, k8s_node(None))
-    res = run_gate(monkeypatch, capsys, kubectl, check_mode=True)  # a preview warns, it does not fail
-    assert not res.get("failed") and res["changed"] and res["cordoned"]
-    assert "advertises 0 nvidia.com/gpu, expected 8" in res["finding"]
-    assert calls.read_text().split("\n")[:-1] == ["get node gpu-1 -o json"]  # check mode changed nothing
-    res = run_gate(monkeypatch, capsys, kubectl)
-    assert res["failed"] and res["cordoned"] and res["allocatable"] == 0
-    # the finding for the node's verdict and the fleet report, in the health findings' shape
-    (f,) = res["findings"]
-    assert f["check"] == "kubernetes_gpu_gate" and f["expected"] == "Ready, 8 nvidia.com/gpu allocatable"
-    assert f["observed"] == "Ready, 0 nvidia.com/gpu allocatable" and "kept cordoned" in f["message"]
-    node = json.loads(state.read_text())
-    assert node["spec"]["unschedulable"] is True and node["metadata"]["labels"]["rackforge.io/gpu-gate"] == "cordoned"
-    res = run_gate(monkeypatch, capsys, kubectl)  # still short, already cordoned: nothing more to do
-    assert res["failed"] and not res["changed"]
-    node["status"]["allocatable"]["nvidia.com/gpu"] = "8"
-    state.write_text(json.dumps(node))
-    res = run_gate(monkeypatch, capsys, kubectl)
-    assert not res.get("failed") and res["changed"] and res["finding"] == "" and res["findings"] == []
-    node = json.loads(state.read_text())
-    assert node["spec"]["unschedulable"] is False and "rackforge.io/gpu-gate" not in node["metadata"]["labels"]
-    res = run_gate(monkeypatch, capsys, kubectl)
-    assert not res.get("failed") and not res["changed"]
-
-
-def test_gate_leaves_a_node_cordoned_by_someone_else_and_fails_one_not_ready(tmp_path, monkeypatch, capsys):
-    kubectl, state, _ = fake_node_kubectl(tmp_path, k8s_node(8, unschedulable=True))
-    res = run_gate(monkeypatch, capsys, kubectl)
-    assert not res.get("failed") and not res["changed"]  # a drain's cordon is the drainer's to lift
-    assert json.loads(state.read_text())["spec"]["unschedulable"] is True
-    kubectl, state, _ = fake_node_kubectl(tmp_path, k8s_node(8, ready=False))
-    res = run_gate(monkeypatch, capsys, kubectl)
-    assert res["failed"] and "gpu-1: not Ready" in res["msg"]
-    kubectl, state, _ = fake_node_kubectl(tmp_path, k8s_node(16))
-    res = run_gate(monkeypatch, capsys, kubectl)
-    assert res["failed"] and "advertises 16 nvidia.com/gpu, expected 8" in res["msg"]  # more than it has is wrong too
-    res = run_gate(monkeypatch, capsys, kubectl, gpus=4, replicas=4)  # time-slicing: 4 GPUs x 4 replicas
-    assert not res.get("failed") and res["allocatable"] == 16
 
 
 def test_expected_resources_without_mig():

@@ -11,7 +11,7 @@ import pytest
 from ansible.module_utils.rackforge import device_plugin as dp
 from ansible.module_utils.rackforge.nvidia_smi import parse_gpu_list
 from conftest import fixture
-from test_device_plugin import fake_node_kubectl, k8s_node, run_gate
+from test_gpu_gate import fake_node_kubectl, k8s_node, run_gate
 
 
 def mig_layout():

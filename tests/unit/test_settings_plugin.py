@@ -75,3 +75,35 @@ def test_a_derived_variable_that_cannot_render_is_a_problem_and_secrets_are_not_
     )
     assert result.get("failed") and "monitoring_server_receivers: must be" in result["msg"], result["msg"]
     assert "T0KEN" not in out
+
+
+def test_cdi_cri_needs_containerds_cdi_on_gpu_nodes_and_a_repository_needs_its_pinned_key(tmp_path):
+    # a GPU node (the NVIDIA runtime on, the default) whose containerd CDI is only "auto": Debian 12's
+    # 1.6.20 would be left without it and drop the plugin's CDI devices; container_runtime names it
+    result, _out = check(tmp_path, {"roles": ["container_runtime"]}, {"nvidia_device_plugin_device_list_strategy": "cdi-cri"})
+    assert result.get("failed") and 'container_runtime_cdi = "auto": must be one of true' in result["msg"], result["msg"]
+    # the control plane runs no plugin: its containerd may stay as it is
+    ok, _out = check(
+        tmp_path,
+        {"roles": ["container_runtime", "nvidia_device_plugin"]},
+        dict(PINS, nvidia_device_plugin_device_list_strategy="cdi-cri", container_runtime_nvidia_runtime=False),
+    )
+    assert not ok.get("failed"), ok["msg"]
+    ok, _out = check(
+        tmp_path,
+        {"roles": ["container_runtime", "nvidia_device_plugin"]},
+        dict(PINS, nvidia_device_plugin_device_list_strategy="cdi-cri", container_runtime_cdi="true"),
+    )
+    assert not ok.get("failed"), ok["msg"]
+    # a repository without its key's checksum is refused before anything is fetched
+    repo = {
+        "name": "containerd",
+        "url": "https://download.docker.com/linux/debian",
+        "suite": "bookworm",
+        "key_url": "https://download.docker.com/linux/debian/gpg",
+    }
+    result, _out = check(
+        tmp_path, {"roles": ["container_runtime"]}, {"container_runtime_repository": repo, "container_runtime_package_version": "1.7.27-1"}
+    )
+    assert result.get("failed") and "container_runtime_repository" in result["msg"] and "needs key_checksum" in result["msg"], result["msg"]
+    assert "container_runtime_package_version" in result["msg"]  # a Debian revision is not an upstream version

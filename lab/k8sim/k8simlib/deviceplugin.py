@@ -13,6 +13,11 @@ The plugin's own container needs the driver too: with the toolkit's
 accept-nvidia-visible-devices-envvar-when-unprivileged = false the image's NVIDIA_VISIBLE_DEVICES=all
 is honoured only in a privileged container (CAP_SYS_ADMIN), so a plugin without it finds no GPU.
 
+With DEVICE_LIST_STRATEGY=cdi-cri the plugin needs NVML all the same (it refuses the CDI strategies
+without it) and writes its own CDI spec, whose devices containerd injects only from 1.7.2 on with
+enable_cdi. No pod runs here, so that spec is never written and no CDI device is injected: what
+the lab shows of CDI is containerd's real config, read by the real containerd 1.7.24.
+
 Here each step is checked against the real files of the node (labels and taints from the API, the
 real /etc/containerd/config.toml and /etc/nvidia-container-runtime/config.toml, the real nvidia-smi
 over the lab's NVML), never against what rackforge meant to do."""

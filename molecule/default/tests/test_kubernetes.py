@@ -30,6 +30,17 @@ def test_containerd_runs_with_systemd_cgroups_and_the_nvidia_runtime(host):
     assert 'bin_dir = "/opt/cni/bin"' in dump
 
 
+def test_containerd_is_the_pinned_one_with_cdi_from_its_own_repository(host):
+    # Debian 13's real containerd 1.7.24 from the lab mirror's /containerd (Debian 12's 1.6.20 has no CDI)
+    assert host.package("containerd").version.startswith("1.7.24~ds1-")
+    assert "containerd" in host.check_output("apt-mark showhold").split()
+    assert host.file("/etc/apt/sources.list.d/rackforge-containerd.list").content_string.startswith("deb [signed-by=/etc/apt/keyrings/")
+    assert host.check_output("containerd --version").split()[2] == "1.7.24~ds1"
+    # the real binary reads CDI on, with the directories nvidia_driver and the device plugin write to
+    dump = host.check_output("containerd config dump")
+    assert "enable_cdi = true" in dump and 'cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]' in dump
+
+
 def test_the_container_toolkit_ignores_nvidia_visible_devices_from_unprivileged_pods(host):
     # every CUDA image sets NVIDIA_VISIBLE_DEVICES=all: only the device plugin's volume mounts count
     path = "/etc/nvidia-container-runtime/config.toml"
