@@ -19,6 +19,27 @@ options:
   system_reserved: {description: "C(auto), or a map of cpu, memory, ephemeral-storage, pid to quantities.", type: raw, default: auto}
   kube_reserved: {description: "Same as I(system_reserved), for the kubelet and the container runtime.", type: raw, default: auto}
   eviction_hard: {description: "C(auto), or a map of eviction signals to quantities or percentages.", type: raw, default: auto}
+  cpu_manager_policy: {description: "cpuManagerPolicy: none (the kubelet's default, not written) or static.", type: str, default: none}
+  reserved_cpus: {description: "reservedSystemCPUs, a CPU list such as 0-1,64-65 ('' = none).", type: str, default: ""}
+  topology_manager_policy:
+    description: "topologyManagerPolicy: none (not written), best-effort, restricted or single-numa-node."
+    type: str
+    default: none
+  topology_manager_scope:
+    description: "topologyManagerScope: container or pod (written with a policy other than none)."
+    type: str
+    default: pod
+  shutdown_grace_period: {description: "shutdownGracePeriod, a duration ('0s' = off, not written).", type: str, default: 0s}
+  shutdown_grace_period_critical_pods: {description: "shutdownGracePeriodCriticalPods (<= shutdown_grace_period).", type: str, default: 0s}
+  cpu_manager_state: {description: The kubelet's CPU manager checkpoint., type: path, default: /var/lib/kubelet/cpu_manager_state}
+  cpu_manager_reset:
+    description:
+      - "Allow a CPU manager policy change on a node whose checkpoint names another policy (the node
+        drained first): the fact then says C(reset), and kubernetes_node stops the kubelet and removes the
+        checkpoint before the kubelet starts with the new policy. Without it such a change fails here,
+        before any change, naming the drain and this option."
+    type: bool
+    default: false
   prefix: {description: The variables' prefix, named in errors., type: str, default: kubernetes_node_}
   proc_root: {description: Where /proc is (tests)., type: path, default: /proc}
 """
@@ -27,7 +48,9 @@ RETURN = r"""
 ansible_facts:
   description: >-
     rackforge_kubelet_reservations: {document, systemReserved, kubeReserved, evictionHard,
-    capacity: {memory, cpu}, reserved: {memory, cpu}, allocatable: {memory, cpu}} (memory in bytes).
+    capacity: {memory, cpu}, reserved: {memory, cpu}, allocatable: {memory, cpu}} (memory in bytes),
+    managers (the manager fields written), cpu_manager: {policy, checkpoint (the policy the node's
+    kubelet ran with, null without a checkpoint), reset (the checkpoint must go before the kubelet restarts)}.
   returned: success
   type: dict
 """
@@ -35,6 +58,7 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import kubelet_managers as km
 from ansible.module_utils.rackforge.kubelet import GIB, QuantityError, config_document, meminfo_total, plan
 
 
@@ -49,6 +73,14 @@ def main():
             "system_reserved": {"type": "raw", "default": "auto"},
             "kube_reserved": {"type": "raw", "default": "auto"},
             "eviction_hard": {"type": "raw", "default": "auto"},
+            "cpu_manager_policy": {"type": "str", "default": "none"},
+            "reserved_cpus": {"type": "str", "default": ""},
+            "topology_manager_policy": {"type": "str", "default": "none"},
+            "topology_manager_scope": {"type": "str", "default": "pod"},
+            "shutdown_grace_period": {"type": "str", "default": "0s"},
+            "shutdown_grace_period_critical_pods": {"type": "str", "default": "0s"},
+            "cpu_manager_state": {"type": "path", "default": km.CPU_MANAGER_STATE},
+            "cpu_manager_reset": {"type": "bool", "default": False},
             "prefix": {"type": "str", "default": "kubernetes_node_"},
             "proc_root": {"type": "path", "default": "/proc"},
         },
@@ -65,13 +97,42 @@ def main():
     result, problems = plan(mem, cpus, p["system_reserved"], p["kube_reserved"], p["eviction_hard"], prefix=p["prefix"])
     if problems:
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.", problems=problems)
+    settings = {k: p[k] for k in km.SETTINGS}
+    managers, problems = km.plan(settings, cpus, result["reserved"]["cpu"], prefix=p["prefix"])
+    if problems:
+        module.fail_json(msg="; ".join(problems) + ". Nothing was changed.", problems=problems)
+    if p["reserved_cpus"]:
+        result["allocatable"]["cpu"] = km.allocatable_cpu(cpus, result["reserved"]["cpu"], p["reserved_cpus"])
+        result["reserved"]["cpu"] = round(cpus - result["allocatable"]["cpu"], 3)
+    try:
+        checkpoint = _read(p["cpu_manager_state"])
+    except FileNotFoundError:
+        checkpoint = None
+    except OSError as exc:
+        module.fail_json(msg="cannot read the CPU manager checkpoint %s: %s" % (p["cpu_manager_state"], exc))
+    reset, had = km.reset_needed(checkpoint, p["cpu_manager_policy"])
+    if reset and not p["cpu_manager_reset"]:
+        module.fail_json(
+            msg=(
+                "%scpu_manager_policy: this node's kubelet runs the CPU manager with policy %r (%s), and will not start with %r "
+                "while that checkpoint is there. Drain the node (kubectl drain <node> --ignore-daemonsets), then run again with "
+                "-e %scpu_manager_reset=true: rackforge then stops the kubelet, removes the checkpoint and starts it with the new "
+                "policy. Nothing was changed."
+            )
+            % (p["prefix"], had, p["cpu_manager_state"], p["cpu_manager_policy"], p["prefix"]),
+        )
     names = ("system_reserved", "kube_reserved", "eviction_hard")
     how = ", ".join("%s%s: %s" % (p["prefix"], name, "auto" if p[name] == "auto" else "set") for name in names)
     header = (
         "Managed by rackforge (roles/kubernetes_node): the kubelet's reservations on this node\n"
         "(sized from %d GiB of memory and %d CPUs; %s)" % (mem // GIB, cpus, how)
     )
-    fact = dict(result, document=config_document(result, header))
+    fact = dict(
+        result,
+        document=config_document(result, header, managers),
+        managers=managers,
+        cpu_manager={"policy": p["cpu_manager_policy"], "checkpoint": had, "reset": reset},
+    )
     module.exit_json(changed=False, ansible_facts={"rackforge_kubelet_reservations": fact})
 
 

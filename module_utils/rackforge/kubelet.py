@@ -201,9 +201,10 @@ def meminfo_total(text):
     raise QuantityError("no 'MemTotal: <n> kB' line in /proc/meminfo")
 
 
-def config_document(plan_, header):
+def config_document(plan_, header, scalars=None):
     """The drop-in KubeletConfiguration (kubelet --config-dir): apiVersion and kind are required
-    in every drop-in file; empty maps are left out (so the kubelet keeps its own default)."""
+    in every drop-in file; empty maps are left out (so the kubelet keeps its own default); scalars
+    (the managers' fields, module_utils/rackforge/kubelet_managers.py) follow in a fixed order."""
     import json
 
     lines = ["# " + line for line in header.splitlines()]
@@ -212,4 +213,5 @@ def config_document(plan_, header):
         if plan_[field]:
             lines.append("%s:" % field)
             lines += ["  %s: %s" % (k, json.dumps(v)) for k, v in sorted(plan_[field].items())]
+    lines += ["%s: %s" % (k, json.dumps(v)) for k, v in (scalars or {}).items()]
     return "\n".join(lines) + "\n"

@@ -165,6 +165,11 @@ CASES = [
         "all",
     ),
     # the lab's plugin is on cdi-cri: a containerd whose CDI is not required would drop its devices
+    (
+        {"kubernetes_node_topology_manager_policy": "single-numa-node"},
+        'kubernetes_node_topology_manager_policy = "single-numa-node": must be none or best-effort while the CPU manager policy is none',
+        "all",
+    ),
     # (on the GPU nodes: the control plane runs no plugin and keeps Debian 12's containerd)
     ({"container_runtime_cdi": "auto"}, 'container_runtime_cdi = "auto": must be one of true'),
     (

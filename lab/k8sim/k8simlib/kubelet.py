@@ -14,7 +14,7 @@ import re
 import sys
 import time
 
-from k8simlib import common
+from k8simlib import common, cpumanager
 from k8simlib.common import Invalid
 
 # cmd/kubelet/app/server.go parseResourceList: "cannot reserve %q resource"
@@ -95,6 +95,8 @@ def node_resources(cfg, meminfo_text, cpus):
     pods = int(cfg.get("maxPods", 110))
 
     def reserved(resource):
+        if resource == "cpu":  # reservedSystemCPUs, where set, replaces the maps' cpu
+            return cpumanager.reserved_cpu(cfg, quantity)
         return sum(quantity((cfg.get(f) or {}).get(resource, 0), f) for f in ("systemReserved", "kubeReserved"))
 
     hard = str((cfg.get("evictionHard") or {}).get("memory.available", "100Mi"))
@@ -267,6 +269,7 @@ def kubelet(argv):
         return 1
     try:
         cfg, paths = load_config(argv)
+        cpumanager.start(cfg, os.cpu_count() or 1, quantity)
     except Invalid as exc:
         sys.stderr.write("kubelet (SIMULATED): %s\n" % exc)
         return 1
