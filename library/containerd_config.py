@@ -67,6 +67,7 @@ cni_links: {description: "Symlinks made (would be, in check mode): 'dest -> targ
 
 import copy
 import os
+import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
@@ -79,6 +80,19 @@ CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
 
 def runtimes_table(cfg, version):
     return cfg.setdefault("plugins", {}).setdefault(CRI_PLUGIN[version], {}).setdefault("containerd", {}).setdefault("runtimes", {})
+
+
+# the first containerd whose CRI reads the CDIDevices a device plugin allocates
+CRI_CDI_DEVICES = (1, 7, 2)
+
+
+def version_of(text):
+    """(major, minor, patch) from `containerd --version` ("containerd github.com/containerd/containerd
+    1.7.24~ds1 1.7.24~ds1-6+deb13u1", "containerd containerd.io 1.7.27 05044ec...", "... v2.0.0 ..."),
+    or None."""
+    parts = text.split()
+    m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", parts[2]) if len(parts) >= 3 else None
+    return tuple(int(g) for g in m.groups()) if m else None
 
 
 def cdi_supported(default_cfg):
@@ -213,6 +227,17 @@ def main():
     cdi = p["cdi"] != "false" and cdi_supported(defaults)
     if p["cdi"] == "true" and not cdi:
         module.fail_json(msg="cdi: true, but this containerd (%s) has no CDI support (containerd 1.7 or later has)" % binary)
+    if p["cdi"] == "true":
+        # 1.7.0 and 1.7.1 print enable_cdi but their CRI drops the CDI devices a pod is allocated
+        rc, out, err = module.run_command([binary, "--version"], environ_update=C_ENV)
+        have = version_of(out) if rc == 0 else None
+        if have is None:
+            module.fail_json(msg="cdi: true, but containerd --version does not say which version it is", rc=rc, stdout=out, stderr=err)
+        if have < CRI_CDI_DEVICES:
+            module.fail_json(
+                msg="cdi: true, but this containerd is %s: its CRI reads a pod's CDI devices only from %s on"
+                % (".".join(map(str, have)), ".".join(map(str, CRI_CDI_DEVICES)))
+            )
     wanted = copy.deepcopy(current)
     try:
         changes = merge(

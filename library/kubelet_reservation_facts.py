@@ -32,6 +32,14 @@ options:
   shutdown_grace_period: {description: "shutdownGracePeriod, a duration ('0s' = off, not written).", type: str, default: 0s}
   shutdown_grace_period_critical_pods: {description: "shutdownGracePeriodCriticalPods (<= shutdown_grace_period).", type: str, default: 0s}
   cpu_manager_state: {description: The kubelet's CPU manager checkpoint., type: path, default: /var/lib/kubelet/cpu_manager_state}
+  drop_in:
+    description: "The drop-in as written now ('' = none): under the static policy a changed reservation may need a checkpoint reset."
+    type: path
+    default: ""
+  kubelet_kubeconfig:
+    description: "The kubelet's kubeconfig: present once the node has joined."
+    type: path
+    default: /etc/kubernetes/kubelet.conf
   cpu_manager_reset:
     description:
       - "Allow a CPU manager policy change on a node whose checkpoint names another policy (the node
@@ -50,7 +58,8 @@ ansible_facts:
     rackforge_kubelet_reservations: {document, systemReserved, kubeReserved, evictionHard,
     capacity: {memory, cpu}, reserved: {memory, cpu}, allocatable: {memory, cpu}} (memory in bytes),
     managers (the manager fields written), cpu_manager: {policy, checkpoint (the policy the node's
-    kubelet ran with, null without a checkpoint), reset (the checkpoint must go before the kubelet restarts)}.
+    kubelet ran with, null without a checkpoint), reset (the checkpoint must go before the kubelet restarts)},
+    joined (the kubelet's kubeconfig exists: its kubelet must run).
   returned: success
   type: dict
 """
@@ -67,6 +76,18 @@ def _read(path):
         return fh.read()
 
 
+def _read_or_none(module, path):
+    """The file's text, None where there is no file ('' names none)."""
+    if not path:
+        return None
+    try:
+        return _read(path)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        module.fail_json(msg="cannot read %s: %s" % (path, exc))
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -81,6 +102,8 @@ def main():
             "shutdown_grace_period_critical_pods": {"type": "str", "default": "0s"},
             "cpu_manager_state": {"type": "path", "default": km.CPU_MANAGER_STATE},
             "cpu_manager_reset": {"type": "bool", "default": False},
+            "kubelet_kubeconfig": {"type": "path", "default": "/etc/kubernetes/kubelet.conf"},
+            "drop_in": {"type": "path", "default": ""},
             "prefix": {"type": "str", "default": "kubernetes_node_"},
             "proc_root": {"type": "path", "default": "/proc"},
         },
@@ -89,49 +112,51 @@ def main():
     p = module.params
     try:
         mem = meminfo_total(_read(os.path.join(p["proc_root"], "meminfo")))
-        cpus = sum(1 for line in _read(os.path.join(p["proc_root"], "cpuinfo")).splitlines() if line.split(":")[0].strip() == "processor")
-    except (OSError, QuantityError) as exc:
+        cpu_ids = {
+            int(line.split(":", 1)[1])
+            for line in _read(os.path.join(p["proc_root"], "cpuinfo")).splitlines()
+            if line.split(":")[0].strip() == "processor"
+        }
+    except (OSError, QuantityError, ValueError) as exc:
         module.fail_json(msg="cannot read this node's memory and CPUs: %s" % exc)
+    cpus = len(cpu_ids)
     if cpus == 0:
         module.fail_json(msg="no 'processor' lines in %s/cpuinfo: cannot size the CPU reservations" % p["proc_root"])
     result, problems = plan(mem, cpus, p["system_reserved"], p["kube_reserved"], p["eviction_hard"], prefix=p["prefix"])
     if problems:
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.", problems=problems)
     settings = {k: p[k] for k in km.SETTINGS}
-    managers, problems = km.plan(settings, cpus, result["reserved"]["cpu"], prefix=p["prefix"])
+    managers, problems = km.plan(settings, cpu_ids, result["reserved"]["cpu"], prefix=p["prefix"])
     if problems:
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.", problems=problems)
     if p["reserved_cpus"]:
         result["allocatable"]["cpu"] = km.allocatable_cpu(cpus, result["reserved"]["cpu"], p["reserved_cpus"])
         result["reserved"]["cpu"] = round(cpus - result["allocatable"]["cpu"], 3)
-    try:
-        checkpoint = _read(p["cpu_manager_state"])
-    except FileNotFoundError:
-        checkpoint = None
-    except OSError as exc:
-        module.fail_json(msg="cannot read the CPU manager checkpoint %s: %s" % (p["cpu_manager_state"], exc))
-    reset, had = km.reset_needed(checkpoint, p["cpu_manager_policy"])
-    if reset and not p["cpu_manager_reset"]:
-        module.fail_json(
-            msg=(
-                "%scpu_manager_policy: this node's kubelet runs the CPU manager with policy %r (%s), and will not start with %r "
-                "while that checkpoint is there. Drain the node (kubectl drain <node> --ignore-daemonsets), then run again with "
-                "-e %scpu_manager_reset=true: rackforge then stops the kubelet, removes the checkpoint and starts it with the new "
-                "policy. Nothing was changed."
-            )
-            % (p["prefix"], had, p["cpu_manager_state"], p["cpu_manager_policy"], p["prefix"]),
-        )
     names = ("system_reserved", "kube_reserved", "eviction_hard")
     how = ", ".join("%s%s: %s" % (p["prefix"], name, "auto" if p[name] == "auto" else "set") for name in names)
     header = (
         "Managed by rackforge (roles/kubernetes_node): the kubelet's reservations on this node\n"
         "(sized from %d GiB of memory and %d CPUs; %s)" % (mem // GIB, cpus, how)
     )
+    document = config_document(result, header, managers)
+    checkpoint, current = (_read_or_none(module, path) for path in (p["cpu_manager_state"], p["drop_in"]))
+    reset, had, why = km.reset_needed(checkpoint, p["cpu_manager_policy"], reservation_changes=p["drop_in"] != "" and current != document)
+    if reset and not p["cpu_manager_reset"]:
+        module.fail_json(
+            msg=(
+                "%scpu_manager_policy: this node's kubelet ran the CPU manager with policy %r, and its checkpoint %s stands in "
+                "the way: %s. Drain the node (kubectl drain <node> --ignore-daemonsets), then run once more with "
+                "-e %scpu_manager_reset=true: rackforge then stops the kubelet, removes the checkpoint and starts the kubelet with "
+                "the new settings. Nothing was changed."
+            )
+            % (p["prefix"], had, p["cpu_manager_state"], why, p["prefix"]),
+        )
     fact = dict(
         result,
-        document=config_document(result, header, managers),
+        document=document,
         managers=managers,
-        cpu_manager={"policy": p["cpu_manager_policy"], "checkpoint": had, "reset": reset},
+        cpu_manager={"policy": p["cpu_manager_policy"], "checkpoint": had, "reset": reset, "path": p["cpu_manager_state"]},
+        joined=os.path.exists(p["kubelet_kubeconfig"]),
     )
     module.exit_json(changed=False, ansible_facts={"rackforge_kubelet_reservations": fact})
 

@@ -5,8 +5,10 @@ Its Depends (runc >= 0.1.0~, libc6 >= 2.34) are met by Debian 12, so it installs
 lab nodes from a repository of its own, as an operator installs Docker's containerd.io 1.7 from
 download.docker.com or an internal mirror's copy of this package. The trust chain is Debian's:
 trixie's InRelease is checked with gpgv against the host's debian-archive-keyring, the
-Packages.xz it lists by sha256, and the .deb by the sha256 that index gives it. Nothing is taken
-on our word. Part of lab/mirror/build.py."""
+Packages.xz it lists by sha256, and the .deb by the sha256 that index gives it, which must also
+be the one pinned here (so a cached copy is checked against the pin, never against a note beside
+it). Only the text gpgv says is signed is read: anything around the armor is ignored. Part of
+lab/mirror/build.py."""
 
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ DEBIAN = "http://deb.debian.org/debian"
 SUITE = "trixie"
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 INDEX = "main/binary-amd64/Packages.xz"
-# (package, exact Debian version): a point release may replace it; the build then fails naming it
-CONTAINERD = ("containerd", "1.7.24~ds1-6+deb13u1")
+# (package, exact Debian version, the .deb's sha256 as trixie's signed index gives it): a point
+# release may replace it; the build then fails naming it
+CONTAINERD = ("containerd", "1.7.24~ds1-6+deb13u1", "ed708deb96fe476a3bce4efa5c0538dfbcf717ab9a7c7944ba7260342c25899c")
 
 
 class TrustError(RuntimeError):
@@ -36,15 +39,20 @@ def _get(url):
 
 
 def verified_release(fetch=_get, keyring=KEYRING):
-    """trixie's InRelease text, after gpgv accepts its signature by a key of the keyring."""
+    """The signed text of trixie's InRelease, as gpgv writes it out after accepting the signature by
+    a key of the keyring (text before or after the armor, which gpgv does not check, is dropped)."""
     data = fetch("%s/dists/%s/InRelease" % (DEBIAN, SUITE))
     with tempfile.NamedTemporaryFile(suffix=".InRelease") as fh:
         fh.write(data)
         fh.flush()
-        res = subprocess.run(["gpgv", "--keyring", keyring, fh.name], check=False, capture_output=True, text=True)
+        res = subprocess.run(["gpgv", "--keyring", keyring, "--output", "-", fh.name], check=False, capture_output=True)
     if res.returncode != 0:
-        raise TrustError("gpgv refused %s's InRelease (rc %d): %s" % (SUITE, res.returncode, res.stderr.strip()))
-    return data.decode()
+        raise TrustError("gpgv refused %s's InRelease (rc %d): %s" % (SUITE, res.returncode, res.stderr.decode(errors="replace").strip()))
+    text = res.stdout.decode()
+    codename = next((line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Codename:")), None)
+    if codename != SUITE:
+        raise TrustError("the signed Release names codename %r, not %s" % (codename, SUITE))
+    return text
 
 
 def release_sha256(release, name):
@@ -84,19 +92,11 @@ def sha256(data):
 def trixie_debs(pool, cache, fetch=_get):
     """Download the trixie packages into the pool (a verified copy in cache is reused); returns their paths."""
     os.makedirs(cache, exist_ok=True)
-    package, version = CONTAINERD
+    package, version, pinned = CONTAINERD
     name = "%s_%s_amd64.deb" % (package, version)
     cached = os.path.join(cache, name)
-    want = None
-    if os.path.exists(cached):
-        # the copy's sha256 was checked against the signed index when it was fetched; a stamp
-        # beside it names that sha256, and the copy is used only while it still matches
-        stamp = cached + ".sha256"
-        if os.path.exists(stamp):
-            want = open(stamp).read().strip()
-            if sha256(open(cached, "rb").read()) != want:
-                want = None
-    if want is None:
+    # a cached copy is used only while it is the pinned package; otherwise it is fetched again
+    if not (os.path.exists(cached) and sha256(open(cached, "rb").read()) == pinned):
         release = verified_release(fetch)
         index = fetch("%s/dists/%s/%s" % (DEBIAN, SUITE, INDEX))
         if sha256(index) != release_sha256(release, INDEX):
@@ -105,10 +105,12 @@ def trixie_debs(pool, cache, fetch=_get):
         data = fetch("%s/%s" % (DEBIAN, entry["Filename"]))
         if sha256(data) != entry["SHA256"]:
             raise TrustError("%s does not match the sha256 of %s's signed index" % (entry["Filename"], SUITE))
+        if entry["SHA256"] != pinned:
+            raise TrustError(
+                "%s's signed index gives %s %s the sha256 %s, not the pinned %s" % (SUITE, package, version, entry["SHA256"], pinned)
+            )
         with open(cached, "wb") as fh:
             fh.write(data)
-        with open(cached + ".sha256", "w") as fh:
-            fh.write(entry["SHA256"] + "\n")
     out = os.path.join(pool, name)
     with open(cached, "rb") as src, open(out, "wb") as dst:
         dst.write(src.read())

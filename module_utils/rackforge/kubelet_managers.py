@@ -71,10 +71,26 @@ def parse_duration(text):
     return sum(float(n) * _UNIT[u] for n, u in re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|h|m|s)", text))
 
 
-def plan(settings, cpus, reserved_cpu, prefix="kubernetes_node_"):
+def format_cpuset(ids):
+    """{0, 1, 2, 5} -> '0-2,5'."""
+    out, run = [], []
+    for cpu in sorted(ids):
+        if run and cpu == run[-1] + 1:
+            run.append(cpu)
+            continue
+        if run:
+            out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else str(run[0]))
+        run = [cpu]
+    if run:
+        out.append("%d-%d" % (run[0], run[-1]) if len(run) > 1 else str(run[0]))
+    return ",".join(out)
+
+
+def plan(settings, cpu_ids, reserved_cpu, prefix="kubernetes_node_"):
     """(fields, problems): the KubeletConfiguration fields to write (none of them while every
     manager is at the kubelet's default, so a node without them is left as it was), and what this
-    node cannot hold, naming the variable. settings: cpu_manager_policy, reserved_cpus,
+    node cannot hold, naming the variable. cpu_ids: the node's online CPU ids (not always 0..n-1).
+    settings: cpu_manager_policy, reserved_cpus,
     topology_manager_policy, topology_manager_scope, shutdown_grace_period,
     shutdown_grace_period_critical_pods. reserved_cpu: systemReserved.cpu + kubeReserved.cpu (cores)."""
     fields, problems = {}, []
@@ -86,11 +102,15 @@ def plan(settings, cpus, reserved_cpu, prefix="kubernetes_node_"):
     except SettingError as exc:
         problems.append("%sreserved_cpus: %s" % (prefix, exc))
         reserved = set()
-    beyond = sorted(c for c in reserved if c >= cpus)
+    cpu_ids = set(cpu_ids)
+    beyond = reserved - cpu_ids
     if beyond:
-        problems.append("%sreserved_cpus names CPU %s, but this node has CPUs 0-%d" % (prefix, ", ".join(str(c) for c in beyond), cpus - 1))
-    elif reserved and len(reserved) >= cpus:
-        problems.append("%sreserved_cpus reserves all %d CPUs of this node: nothing is left for pods" % (prefix, cpus))
+        problems.append(
+            "%sreserved_cpus names CPU %s, which this node does not have (its CPUs: %s)"
+            % (prefix, format_cpuset(beyond), format_cpuset(cpu_ids))
+        )
+    elif reserved and reserved >= cpu_ids:
+        problems.append("%sreserved_cpus reserves all %d CPUs of this node: nothing is left for pods" % (prefix, len(cpu_ids)))
     if policy == "static":
         if not reserved and reserved_cpu <= 0:
             problems.append(
@@ -136,20 +156,37 @@ def allocatable_cpu(cpus, reserved_cpu, reserved_cpus_text):
     return round(cpus - (len(reserved) if reserved else reserved_cpu), 3)
 
 
-def checkpoint_policy(text):
-    """The policyName of a CPU manager checkpoint, or None when there is none (no file, or not JSON:
-    the kubelet then starts afresh or reports the corrupt file itself)."""
-    if not text:
-        return None
+CORRUPT = "(corrupt)"
+
+
+def read_checkpoint(text):
+    """(policyName, exclusive assignments?) of a CPU manager checkpoint: (None, False) without one,
+    (CORRUPT, False) for one the kubelet cannot read (it refuses to start: "checkpoint is corrupted")."""
+    if text is None:
+        return None, False
     try:
         doc = json.loads(text)
     except ValueError:
-        return None
+        return CORRUPT, False
     name = doc.get("policyName") if isinstance(doc, dict) else None
-    return name if isinstance(name, str) else None
+    if not isinstance(name, str):
+        return CORRUPT, False
+    return name, bool(doc.get("entries"))
 
 
-def reset_needed(checkpoint_text, wanted):
-    """(needed, had): a checkpoint of another policy stands in the kubelet's way."""
-    had = checkpoint_policy(checkpoint_text)
-    return (had is not None and had != wanted), had
+def reset_needed(checkpoint_text, wanted, reservation_changes=False):
+    """(needed, had, why): whether the checkpoint stands in the way of the kubelet's next start. It
+    does when it names another policy or cannot be read, and, under the static policy, when it holds
+    exclusive CPU assignments while the reservation changes (the kubelet refuses to start when
+    reserved CPUs are not all in the checkpoint's defaultCpuSet: rackforge cannot tell which CPUs
+    the kubelet will pick, so any change of the drop-in counts)."""
+    had, assigned = read_checkpoint(checkpoint_text)
+    if had is None:
+        return False, None, ""
+    if had == CORRUPT:
+        return True, had, "it cannot be read, and the kubelet will not start with it"
+    if had != wanted:
+        return True, had, "the kubelet will not start with policy %r while it names %r" % (wanted, had)
+    if had == "static" and assigned and reservation_changes:
+        return True, had, "it holds exclusive CPU assignments, and the reserved CPUs change: the kubelet will not start if they overlap"
+    return False, had, ""

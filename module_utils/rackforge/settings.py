@@ -223,12 +223,25 @@ def _version(text):
     return tuple(int(p) if p.isdigit() else 0 for p in str(text).split("."))
 
 
+# how Ansible's `bool` filter reads a string (a `when` of true/false matches what the tasks' | bool see)
+_TRUE, _FALSE = ("true", "yes", "on", "1", "y", "t"), ("false", "no", "off", "0", "n", "f")
+
+
+def _matches(have, want):
+    """have matches a when's want; a true/false want as Ansible's | bool reads have."""
+    if not isinstance(want, bool):
+        return have == want or str(have) == str(want)
+    text = str(have).strip().lower()
+    return (have is want) if isinstance(have, bool) else (text in (_TRUE if want else _FALSE))
+
+
 def _applies(rule, context):
-    """A rule's `when`: {variable: value or [values]} that must all hold in the context."""
+    """A rule's `when`: {variable: value or [values]} that must all hold in the context (a true or
+    false value matches however the variable spells it: true, "true", "yes" ...)."""
     for var, want in (rule.get("when") or {}).items():
         have = context.get(var)
         wants = want if isinstance(want, list) else [want]
-        if have not in wants and str(have) not in [str(w) for w in wants]:
+        if not any(_matches(have, w) for w in wants):
             return False
     return True
 

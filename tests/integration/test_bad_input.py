@@ -171,7 +171,10 @@ CASES = [
         "all",
     ),
     # (on the GPU nodes: the control plane runs no plugin and keeps Debian 12's containerd)
-    ({"container_runtime_cdi": "auto"}, 'container_runtime_cdi = "auto": must be one of true'),
+    (
+        {"container_runtime_cdi": "auto"},
+        'container_runtime_cdi = "auto": must be "true" while the device plugin hands out GPUs as CDI devices',
+    ),
     (
         {"container_runtime_package_version": "1.7.24~ds1-6"},
         'container_runtime_package_version = "1.7.24~ds1-6": must be empty or an upstream version',

@@ -16,8 +16,14 @@ spec = importlib.util.spec_from_file_location("mirror_trixie", ROOT / "lab" / "m
 mt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mt)
 
-PKG, VERSION = mt.CONTAINERD
+PKG, VERSION, _PINNED = mt.CONTAINERD
 DEB = b"!<arch>\nnot really a deb, but bytes with a sha256\n"
+
+
+@pytest.fixture(autouse=True)
+def pinned(monkeypatch):
+    """These bytes play the pinned package."""
+    monkeypatch.setattr(mt, "CONTAINERD", (PKG, VERSION, hashlib.sha256(DEB).hexdigest()))
 
 
 def gpg(home, *args, **kw):
@@ -39,18 +45,23 @@ def archive(tmp_path_factory):
     return str(keyring), sign
 
 
-def served(sign, deb=DEB, index_sha=None, stanza_version=VERSION):
+def served(sign, deb=DEB, index_sha=None, stanza_version=VERSION, prepend=b"", index_deb_sha=None, codename="trixie"):
     filename = "pool/main/c/containerd/%s_%s_amd64.deb" % (PKG, stanza_version)
     packages = "Package: other\nVersion: 1\n\nPackage: %s\nVersion: %s\nFilename: %s\nSHA256: %s\n" % (
         PKG,
         stanza_version,
         filename,
-        hashlib.sha256(DEB).hexdigest(),
+        index_deb_sha or hashlib.sha256(DEB).hexdigest(),
     )
     xz = lzma.compress(packages.encode())
-    release = "Origin: Debian\nSuite: stable\nSHA256:\n %s %d %s\n" % (index_sha or hashlib.sha256(xz).hexdigest(), len(xz), mt.INDEX)
+    release = "Origin: Debian\nSuite: stable\nCodename: %s\nSHA256:\n %s %d %s\n" % (
+        codename,
+        index_sha or hashlib.sha256(xz).hexdigest(),
+        len(xz),
+        mt.INDEX,
+    )
     files = {
-        "%s/dists/%s/InRelease" % (mt.DEBIAN, mt.SUITE): sign(release),
+        "%s/dists/%s/InRelease" % (mt.DEBIAN, mt.SUITE): prepend + sign(release),
         "%s/dists/%s/%s" % (mt.DEBIAN, mt.SUITE, mt.INDEX): xz,
         "%s/%s" % (mt.DEBIAN, filename): deb,
     }
@@ -81,7 +92,11 @@ def test_a_verified_package_lands_in_the_pool_and_is_reused_from_the_cache(tmp_p
     assert open(out, "rb").read() == DEB and len(fetched) == 3
     fetch2, fetched2 = served(sign)
     run(tmp_path, keyring, fetch2)
-    assert fetched2 == []  # the cached copy still matches the sha256 it was checked against
+    assert fetched2 == []  # the cached copy is the pinned package
+    (tmp_path / "cache" / ("%s_%s_amd64.deb" % (PKG, VERSION))).write_bytes(b"tampered in the cache")
+    fetch3, fetched3 = served(sign)
+    [out] = run(tmp_path, keyring, fetch3)
+    assert open(out, "rb").read() == DEB and len(fetched3) == 3  # not the pin: fetched and checked again
 
 
 @pytest.mark.parametrize(
@@ -90,6 +105,8 @@ def test_a_verified_package_lands_in_the_pool_and_is_reused_from_the_cache(tmp_p
         ({"deb": b"tampered"}, "does not match the sha256 of trixie's signed index"),
         ({"index_sha": "0" * 64}, "does not match the sha256 its signed Release gives it"),
         ({"stanza_version": "1.7.24~ds1-6+deb13u2"}, "is not in trixie main any more"),
+        ({"deb": b"another", "index_deb_sha": hashlib.sha256(b"another").hexdigest()}, "not the pinned"),
+        ({"codename": "sid"}, "names codename 'sid', not trixie"),
     ],
 )
 def test_each_broken_link_of_the_chain_stops_the_build(tmp_path, archive, broken, why):
@@ -98,6 +115,22 @@ def test_each_broken_link_of_the_chain_stops_the_build(tmp_path, archive, broken
     with pytest.raises(mt.TrustError, match=why):
         run(tmp_path, keyring, fetch)
     assert not (tmp_path / "pool" / ("%s_%s_amd64.deb" % (PKG, VERSION))).exists()
+
+
+def test_text_outside_the_signature_is_not_read(tmp_path, archive):
+    # gpgv accepts an InRelease with unsigned text before the armor: a forged SHA256 section
+    # there, for a tampered index, must not be what the index is checked against
+    keyring, sign = archive
+    bad = lzma.compress(b"Package: containerd\n")
+    forged = ("SHA256:\n %s %d %s\n\n" % (hashlib.sha256(bad).hexdigest(), len(bad), mt.INDEX)).encode()
+    fetch, _ = served(sign, prepend=forged)
+    fetch_index = "%s/dists/%s/%s" % (mt.DEBIAN, mt.SUITE, mt.INDEX)
+
+    def tampered(url):
+        return bad if url == fetch_index else fetch(url)
+
+    with pytest.raises(mt.TrustError, match="does not match the sha256 its signed Release gives it"):
+        run(tmp_path, keyring, tampered)
 
 
 def test_an_inrelease_signed_by_another_key_is_refused(tmp_path, archive, tmp_path_factory):

@@ -198,3 +198,16 @@ def test_a_profile_may_carry_the_fabric_acceptance_floors_and_they_are_range_che
     assert [(p["variable"], p["problem"]) for p in problems] == [
         ('rackforge_hardware_profiles["hgx-h100-8gpu"].nvlink_pair_min_gbps', "must be 0..10000")
     ]
+
+
+def test_a_rules_true_or_false_when_matches_however_the_variable_spells_it():
+    """-e key=value gives strings ("true", "yes"); the tasks read them with | bool, so a rule's
+    `when: {x: true}` must apply to them too (else a string switches the rule off)."""
+    rule = {"regex": "^a$", "when": {"flag": True}}
+    for spelled in (True, "true", "True", "yes", "on", "1"):
+        assert s.check_value("v", "b", rule, {"flag": spelled}), spelled
+    for spelled in (False, "false", "no", "0", "off", None, "maybe"):
+        assert not s.check_value("v", "b", rule, {"flag": spelled}), spelled
+    off = {"regex": "^a$", "when": {"flag": False}}
+    assert s.check_value("v", "b", off, {"flag": "no"}) and not s.check_value("v", "b", off, {"flag": "yes"})
+    assert s.check_value("v", "b", {"regex": "^a$", "when": {"mode": ["x", "y"]}}, {"mode": "y"})

@@ -80,8 +80,19 @@ def test_a_derived_variable_that_cannot_render_is_a_problem_and_secrets_are_not_
 def test_cdi_cri_needs_containerds_cdi_on_gpu_nodes_and_a_repository_needs_its_pinned_key(tmp_path):
     # a GPU node (the NVIDIA runtime on, the default) whose containerd CDI is only "auto": Debian 12's
     # 1.6.20 would be left without it and drop the plugin's CDI devices; container_runtime names it
-    result, _out = check(tmp_path, {"roles": ["container_runtime"]}, {"nvidia_device_plugin_device_list_strategy": "cdi-cri"})
-    assert result.get("failed") and 'container_runtime_cdi = "auto": must be one of true' in result["msg"], result["msg"]
+    # ("true" as -e nvidia_device_plugin_enabled=true gives it: the rule reads it as the tasks' | bool does)
+    result, _out = check(
+        tmp_path,
+        {"roles": ["container_runtime"]},
+        {"nvidia_device_plugin_device_list_strategy": "cdi-cri", "nvidia_device_plugin_enabled": "true"},
+    )
+    assert (
+        result.get("failed")
+        and 'container_runtime_cdi = "auto": must be "true" while the device plugin hands out GPUs as CDI devices' in result["msg"]
+    ), result["msg"]
+    # the static CPU manager drops GPUs the hook injected (volume mounts, the default strategy)
+    result, _out = check(tmp_path, {"roles": ["kubernetes_node"]}, {"kubernetes_node_cpu_manager_policy": "static"})
+    assert result.get("failed") and 'kubernetes_node_cpu_manager_policy = "static": must be none while the device plugin' in result["msg"]
     # the control plane runs no plugin: its containerd may stay as it is
     ok, _out = check(
         tmp_path,

@@ -83,8 +83,12 @@ def start(cfg, cpus, quantity, checkpoint=CHECKPOINT):
             "failed to run Kubelet: [cpumanager] the static policy requires systemreserved.cpu + kubereserved.cpu to be greater than zero"
         )
     if os.path.exists(checkpoint):
-        with open(checkpoint) as fh:
-            had = json.load(fh).get("policyName")
+        try:
+            with open(checkpoint) as fh:
+                doc = json.load(fh)
+            had = doc["policyName"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise Invalid("failed to run Kubelet: could not restore state from checkpoint: checkpoint is corrupted (%s)" % exc) from exc
         if had != cpu_policy:
             raise Invalid(
                 "failed to run Kubelet: could not restore state from checkpoint: configured policy %s differs from state checkpoint "
