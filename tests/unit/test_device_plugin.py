@@ -13,8 +13,8 @@ import textwrap
 import pytest
 import yaml
 from ansible.module_utils.rackforge import device_plugin as dp
-from ansible.module_utils.testing import patch_module_args
 from conftest import ROOT
+from module_helper import call_module
 
 sys.path.insert(0, str(ROOT / "lab" / "k8sim"))
 sys.path.insert(0, str(ROOT / "lab" / "mirror"))
@@ -269,11 +269,7 @@ def run_plugin_module(tmp_path, monkeypatch, capsys, kubectl, check_mode=False, 
     monkeypatch.setattr(nvidia_device_plugin.filestage.os, "chown", lambda *a: None)
     args = {k: v for k, v in dict(OPTS, **opts).items()}
     args.update(src=str(src), dest=str(tmp_path / "out" / "plugin.yml"), kubeconfig="/admin.conf")
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), pytest.raises(SystemExit):
-        nvidia_device_plugin.main()
-    return json.loads(capsys.readouterr().out)
+    return call_module(nvidia_device_plugin, args, capsys, check_mode)
 
 
 def test_module_applies_a_new_manifest_then_nothing_then_repairs_drift(tmp_path, monkeypatch, capsys):

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 import textwrap
 
-import pytest
-from ansible.module_utils.testing import patch_module_args
+from module_helper import call_module
 
 
 def fake_node_kubectl(tmp_path, node):
@@ -58,11 +57,7 @@ def run_gate(monkeypatch, capsys, kubectl, gpus=8, replicas=0, check_mode=False,
     monkeypatch.setattr(kubernetes_gpu_gate.AnsibleModule, "get_bin_path", lambda self, name, **kw: str(kubectl))
     monkeypatch.setattr(kubernetes_gpu_gate.time, "sleep", lambda s: None)
     args = {"node": "gpu-1", "gpus": gpus, "replicas": replicas, "timeout": 0, "kubeconfig": "/admin.conf", **extra}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), pytest.raises(SystemExit):
-        kubernetes_gpu_gate.main()
-    return json.loads(capsys.readouterr().out)
+    return call_module(kubernetes_gpu_gate, args, capsys, check_mode)
 
 
 def test_gate_cordons_a_node_short_of_gpus_and_lets_it_back_once_they_are_advertised(tmp_path, monkeypatch, capsys):

@@ -11,7 +11,7 @@ import subprocess
 
 import pytest
 from ansible.module_utils.rackforge import csr as rules
-from ansible.module_utils.testing import patch_module_args
+from module_helper import call_module
 
 NODE = {"name": "gpu-node-7", "address": "10.89.77.17"}
 
@@ -131,11 +131,8 @@ def run_module(tmp_path, monkeypatch, capsys, items, nodes, check_mode=False):
     tools = {"kubectl": str(kubectl), "openssl": shutil.which("openssl")}  # the real openssl reads the requests
     monkeypatch.setattr(kubelet_serving_csr.AnsibleModule, "get_bin_path", lambda self, name, **kw: tools[name])
     args = {"nodes": nodes, "kubeconfig": "/admin.conf", "timeout": 1}
-    if check_mode:
-        args["_ansible_check_mode"] = True
-    with patch_module_args(args), pytest.raises(SystemExit):
-        kubelet_serving_csr.main()
-    return json.loads(capsys.readouterr().out), (calls.read_text().splitlines() if calls.exists() else [])
+    res = call_module(kubelet_serving_csr, args, capsys, check_mode)
+    return res, (calls.read_text().splitlines() if calls.exists() else [])
 
 
 def test_module_approves_the_own_denies_the_forged_and_leaves_others(tmp_path, monkeypatch, capsys):
