@@ -50,6 +50,7 @@ options:
     default: false
   prefix: {description: The variables' prefix, named in errors., type: str, default: kubernetes_node_}
   proc_root: {description: Where /proc is (tests)., type: path, default: /proc}
+  sys_root: {description: "Where /sys is (tests): the NUMA nodes are the node<N> of devices/system/node.", type: path, default: /sys}
 """
 
 RETURN = r"""
@@ -65,6 +66,7 @@ ansible_facts:
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import kubelet_managers as km
@@ -106,6 +108,7 @@ def main():
             "drop_in": {"type": "path", "default": ""},
             "prefix": {"type": "str", "default": "kubernetes_node_"},
             "proc_root": {"type": "path", "default": "/proc"},
+            "sys_root": {"type": "path", "default": "/sys"},
         },
         supports_check_mode=True,
     )
@@ -126,7 +129,11 @@ def main():
     if problems:
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.", problems=problems)
     settings = {k: p[k] for k in km.SETTINGS}
-    managers, problems = km.plan(settings, cpu_ids, result["reserved"]["cpu"], prefix=p["prefix"])
+    try:
+        numa = sum(1 for n in os.listdir(os.path.join(p["sys_root"], "devices/system/node")) if re.match(r"^node[0-9]+$", n))
+    except OSError:
+        numa = 1  # no NUMA information: one node, as the kubelet's cadvisor then reports
+    managers, problems = km.plan(settings, cpu_ids, result["reserved"]["cpu"], prefix=p["prefix"], numa_nodes=numa)
     if problems:
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.", problems=problems)
     if p["reserved_cpus"]:

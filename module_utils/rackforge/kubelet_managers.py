@@ -16,7 +16,9 @@ Shutdowns"):
   policy change needs the node drained, the kubelet stopped and that file removed.
 - topologyManagerPolicy none|best-effort|restricted|single-numa-node, topologyManagerScope
   container|pod: with restricted or single-numa-node a pod is admitted only where the hints of its
-  CPUs (static CPU manager) and devices (the device plugins: GPUs, NICs) agree on NUMA nodes.
+  CPUs (static CPU manager) and devices (the device plugins: GPUs, NICs) agree on NUMA nodes. Any
+  policy but none fails on a machine with more than 8 NUMA nodes ("unsupported on machines with
+  more than 8 NUMA Nodes"; the max-allowable-numa-nodes policy option, not written here, lifts it).
 - shutdownGracePeriod and shutdownGracePeriodCriticalPods (durations, the second <= the first):
   the kubelet holds a systemd inhibitor lock and gives pods that long on shutdown."""
 
@@ -86,7 +88,10 @@ def format_cpuset(ids):
     return ",".join(out)
 
 
-def plan(settings, cpu_ids, reserved_cpu, prefix="kubernetes_node_"):
+MAX_NUMA_NODES = 8
+
+
+def plan(settings, cpu_ids, reserved_cpu, prefix="kubernetes_node_", numa_nodes=1):
     """(fields, problems): the KubeletConfiguration fields to write (none of them while every
     manager is at the kubelet's default, so a node without them is left as it was), and what this
     node cannot hold, naming the variable. cpu_ids: the node's online CPU ids (not always 0..n-1).
@@ -124,6 +129,11 @@ def plan(settings, cpu_ids, reserved_cpu, prefix="kubernetes_node_"):
     if topo not in TOPOLOGY_POLICIES:
         problems.append("%stopology_manager_policy must be one of %s, got %r" % (prefix, ", ".join(TOPOLOGY_POLICIES), topo))
     elif topo != "none":
+        if numa_nodes > MAX_NUMA_NODES:
+            problems.append(
+                "%stopology_manager_policy %s: the kubelet's topology manager refuses machines with more than %d NUMA nodes, "
+                "and this one has %d" % (prefix, topo, MAX_NUMA_NODES, numa_nodes)
+            )
         scope = settings.get("topology_manager_scope", "container")
         if scope not in TOPOLOGY_SCOPES:
             problems.append("%stopology_manager_scope must be one of %s, got %r" % (prefix, ", ".join(TOPOLOGY_SCOPES), scope))

@@ -80,6 +80,26 @@ def test_a_checkpoint_of_another_policy_stands_in_the_way():
     assert km.reset_needed('{"policyName":"static","defaultCpuSet":"0-7"}', "static", reservation_changes=True)[0] is False
 
 
+def test_the_topology_manager_refuses_more_than_8_numa_nodes(tmp_path, capsys):
+    wanted = dict(OFF, cpu_manager_policy="static", topology_manager_policy="best-effort")
+    assert km.plan(wanted, range(8), 1, numa_nodes=8)[1] == []
+    assert "refuses machines with more than 8 NUMA nodes, and this one has 16" in km.plan(wanted, range(8), 1, numa_nodes=16)[1][0]
+    assert km.plan(dict(wanted, topology_manager_policy="none"), range(8), 1, numa_nodes=16)[1] == []
+    nodes = tmp_path / "sys" / "devices" / "system" / "node"
+    for i in range(16):
+        (nodes / ("node%d" % i)).mkdir(parents=True)
+    (nodes / "possible").write_text("0-15\n")
+    (tmp_path / "proc").mkdir()
+    res = run_module(
+        capsys,
+        proc_root=str(write_proc(tmp_path / "proc", cpus=8)),
+        sys_root=str(tmp_path / "sys"),
+        cpu_manager_state=str(tmp_path / "none"),
+        **{k: v for k, v in wanted.items() if k != "reserved_cpus"},
+    )
+    assert res["failed"] and "this one has 16" in res["msg"]
+
+
 def test_offline_cpus_are_not_in_the_node():
     _fields, problems = km.plan(dict(OFF, reserved_cpus="2"), {0, 1, 3}, 0.1)  # CPU 2 offline
     assert problems == ["kubernetes_node_reserved_cpus names CPU 2, which this node does not have (its CPUs: 0-1,3)"]
