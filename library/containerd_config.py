@@ -9,7 +9,9 @@ short_description: Merge the systemd cgroup driver and OCI runtimes into contain
 description:
   - Reads /etc/containerd/config.toml as data (module_utils/rackforge/tomlr, a TOML 1.0 reader
     that runs on the node's Python 3.8+, where tomllib needs 3.11). A missing or comment-only
-    file starts from C(containerd config default), as the deployment guides do by hand.
+    file starts from C(containerd config default), as the deployment guides do by hand; so does
+    the file Docker's containerd.io ships, which sets nothing but C(disabled_plugins = ["cri"]).
+    A config that lists the CRI plugin in C(disabled_plugins) gets it back (Kubernetes needs it).
   - Sets C(SystemdCgroup = true) on the runc runtime and adds or updates the runtimes given
     (the NVIDIA runtime, as C(nvidia-ctk runtime configure) would), keeping every other key:
     runtimes and settings added by hand or by the GPU operator survive (a templated config, as
@@ -95,6 +97,16 @@ def version_of(text):
     return tuple(int(g) for g in m.groups()) if m else None
 
 
+# what a disabled_plugins list may call the CRI plugin (version 1's short name, 1.x's, 2.x's two)
+CRI_NAMES = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images")
+
+
+def shipped_without_cri(cfg):
+    """The file containerd.io (Docker's package) ships: no version (so version 1) and nothing set but
+    disabled_plugins = ["cri"], i.e. containerd for Docker without the CRI plugin Kubernetes needs."""
+    return bool(cfg) and "version" not in cfg and set(cfg) == {"disabled_plugins"} and "cri" in (cfg["disabled_plugins"] or [])
+
+
 def cdi_supported(default_cfg):
     """Whether a containerd whose `config default` parsed to default_cfg has CDI (1.7+ print
     enable_cdi in the CRI table; containerd 2.x in io.containerd.cri.v1.runtime)."""
@@ -109,6 +121,11 @@ def merge(cfg, systemd_cgroup, runtimes, default_runtime, cni_bin_dir="", cdi_sp
     if version not in CRI_PLUGIN:
         raise ValueError("containerd config version %r is not supported (2 or 3); migrate it first: containerd config migrate" % version)
     changes = []
+    # Kubernetes needs the CRI plugin: a config that disables it (containerd.io's, for Docker) gets it back
+    disabled = cfg.get("disabled_plugins")
+    if isinstance(disabled, list) and any(name in CRI_NAMES for name in disabled):
+        cfg["disabled_plugins"] = [name for name in disabled if name not in CRI_NAMES]
+        changes.append("disabled_plugins")
     table = runtimes_table(cfg, version)
     base = "plugins.%s.containerd.runtimes" % CRI_PLUGIN[version]
 
@@ -211,6 +228,11 @@ def main():
             msg="%s is not valid TOML (%s): fix or remove it; rackforge does not overwrite a file it cannot read" % (p["path"], exc)
         )
     base_from = "file"
+    if shipped_without_cri(current):
+        current = {}  # replaced by the defaults below, as an empty file is
+        base_from_note = " (the file only disabled the CRI plugin, as containerd.io ships it)"
+    else:
+        base_from_note = ""
     defaults = None
     if not current or p["cdi"] != "false":  # the defaults: the base of an empty file, and whether this containerd has CDI
         if not binary or not os.path.exists(binary):
@@ -223,7 +245,7 @@ def main():
         defaults = loads(out)
     if not current:
         current = defaults  # merged into a copy below; the defaults themselves stay as read
-        base_from = "containerd config default"
+        base_from = "containerd config default" + base_from_note
     cdi = p["cdi"] != "false" and cdi_supported(defaults)
     if p["cdi"] == "true" and not cdi:
         module.fail_json(msg="cdi: true, but this containerd (%s) has no CDI support (containerd 1.7 or later has)" % binary)

@@ -118,6 +118,34 @@ def test_module_starts_from_containerd_defaults_when_the_file_is_missing(tmp_pat
     assert cfg["plugins"]["io.containerd.grpc.v1.cri"]["sandbox_image"]  # the defaults are all there
 
 
+def test_containerd_io_s_shipped_file_without_cri_is_replaced_by_the_defaults(tmp_path, capsys):
+    """Docker's containerd.io package ships a config.toml (docker/containerd-packaging, common/containerd.toml)
+    that sets nothing but disabled_plugins = ["cri"] (no version: version 1), between commented-out
+    defaults: containerd for Docker, without the CRI plugin the kubelet talks to. Written here from
+    that fact, not copied."""
+    path = tmp_path / "config.toml"
+    path.write_text('# containerd for Docker (shipped by the package)\n\ndisabled_plugins = ["cri"]\n\n#root = "/var/lib/containerd"\n')
+    res = run({"path": str(path), "containerd": fake_containerd(tmp_path), "backup": False}, capsys)
+    assert (
+        res["changes"][0]
+        == "(whole file from containerd config default (the file only disabled the CRI plugin, as containerd.io ships it))"
+    )
+    cfg = tomllib.loads(path.read_text())
+    assert "cri" not in cfg.get("disabled_plugins", []) and cfg["version"] == 2
+    assert runtimes(cfg)["runc"]["options"]["SystemdCgroup"] is True
+
+
+def test_merge_enables_a_disabled_cri_plugin_and_keeps_the_other_disabled_ones():
+    cfg = {
+        "version": 2,
+        "disabled_plugins": ["io.containerd.grpc.v1.cri", "io.containerd.snapshotter.v1.zfs"],
+        "plugins": {CRI: {"containerd": {"runtimes": {"runc": {"options": {}}}}}},
+    }
+    changes = containerd_config.merge(cfg, True, NVIDIA, "nvidia")
+    assert cfg["disabled_plugins"] == ["io.containerd.snapshotter.v1.zfs"] and "disabled_plugins" in changes
+    assert "disabled_plugins" not in containerd_config.merge(cfg, True, NVIDIA, "nvidia")  # once
+
+
 def test_module_writes_nothing_when_containerd_refuses_the_result(tmp_path, capsys):
     path = tmp_path / "config.toml"
     original = (CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text()
