@@ -223,16 +223,12 @@ def _version(text):
     return tuple(int(p) if p.isdigit() else 0 for p in str(text).split("."))
 
 
-# how Ansible's `bool` filter reads a string (a `when` of true/false matches what the tasks' | bool see)
-_TRUE, _FALSE = ("true", "yes", "on", "1", "y", "t"), ("false", "no", "off", "0", "n", "f")
-
-
 def _matches(have, want):
-    """have matches a when's want; a true/false want as Ansible's | bool reads have."""
+    """have matches a when's want; a true/false want as the bool type reads have (as the tasks' | bool do)."""
     if not isinstance(want, bool):
         return have == want or str(have) == str(want)
-    text = str(have).strip().lower()
-    return (have is want) if isinstance(have, bool) else (text in (_TRUE if want else _FALSE))
+    ok, as_bool = _coerce("bool", have)
+    return ok and as_bool is want
 
 
 def _applies(rule, context):
