@@ -7,12 +7,10 @@ on a node with a checkpoint refused until the operator says the node is drained.
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import yaml
 from ansible.module_utils.rackforge import kubelet_managers as km
-from conftest import ROOT
 from test_kubelet_reservations import run_module, write_proc
 
 OFF = {
@@ -155,13 +153,11 @@ def test_module_counts_the_reserved_list_in_allocatable(tmp_path, capsys):
 
 # --------------------------------------------------------------------- the lab's kubelet (k8sim)
 @pytest.fixture
-def k8sim(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "lab" / "k8sim"))
-    for name in [m for m in sys.modules if m.startswith("k8simlib")]:
-        monkeypatch.delitem(sys.modules, name)
-    from k8simlib import cpumanager, kubelet
+def k8sim(k8sim_kubelet):
+    """(kubelet, cpumanager) of the lab's kubelet, loaded afresh (tests/conftest.py's fixture)."""
+    from k8simlib import cpumanager
 
-    return kubelet, cpumanager
+    return k8sim_kubelet, cpumanager
 
 
 def load(tmp_path, k8sim, fields):

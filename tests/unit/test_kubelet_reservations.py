@@ -5,13 +5,11 @@ drop-in document, and the lab kubelet (lab/k8sim) loading that drop-in the way t
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 import yaml
 from ansible.module_utils.rackforge import kubelet as kr
 from ansible.module_utils.testing import patch_module_args
-from conftest import ROOT
 
 GIB, MIB = kr.GIB, kr.MIB
 
@@ -142,17 +140,7 @@ def test_module_says_what_it_could_not_read(tmp_path, capsys):
     assert res["failed"] and "MemTotal" in res["msg"]
 
 
-# --------------------------------------------------------------------- the lab's kubelet (k8sim)
-@pytest.fixture
-def k8sim_kubelet(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "lab" / "k8sim"))
-    for name in [m for m in sys.modules if m.startswith("k8simlib")]:
-        monkeypatch.delitem(sys.modules, name)
-    from k8simlib import kubelet
-
-    return kubelet
-
-
+# --------------------------------------------------------------------- the lab's kubelet (k8sim; fixture in tests/conftest.py)
 def test_lab_kubelet_loads_the_drop_in_and_reports_upstreams_allocatable(tmp_path, k8sim_kubelet):
     plan, _ = kr.plan(2015 * GIB, 224, "auto", "auto", "auto")
     conf_dir = tmp_path / "kubelet.conf.d"
