@@ -15,9 +15,12 @@ from __future__ import annotations
 import hashlib
 import lzma
 import os
+import shutil
 import subprocess
 import tempfile
 import urllib.request
+
+from mirror_repo import digest
 
 DEBIAN = "http://deb.debian.org/debian"
 SUITE = "trixie"
@@ -96,7 +99,7 @@ def trixie_debs(pool, cache, fetch=_get):
     name = "%s_%s_amd64.deb" % (package, version)
     cached = os.path.join(cache, name)
     # a cached copy is used only while it is the pinned package; otherwise it is fetched again
-    if not (os.path.exists(cached) and sha256(open(cached, "rb").read()) == pinned):
+    if not (os.path.exists(cached) and digest(cached, "sha256") == pinned):
         release = verified_release(fetch)
         index = fetch("%s/dists/%s/%s" % (DEBIAN, SUITE, INDEX))
         if sha256(index) != release_sha256(release, INDEX):
@@ -112,6 +115,5 @@ def trixie_debs(pool, cache, fetch=_get):
         with open(cached, "wb") as fh:
             fh.write(data)
     out = os.path.join(pool, name)
-    with open(cached, "rb") as src, open(out, "wb") as dst:
-        dst.write(src.read())
+    shutil.copyfile(cached, out)
     return [out]

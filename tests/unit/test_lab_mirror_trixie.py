@@ -8,10 +8,12 @@ import hashlib
 import importlib.util
 import lzma
 import subprocess
+import sys
 
 import pytest
 from conftest import ROOT
 
+sys.path.insert(0, str(ROOT / "lab" / "mirror"))  # as build.py does: the mirror_* modules import each other
 spec = importlib.util.spec_from_file_location("mirror_trixie", ROOT / "lab" / "mirror" / "mirror_trixie.py")
 mt = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(mt)
