@@ -39,6 +39,23 @@ options:
     type: bool
   state_dir: {description: Where the locked-clock record lives (tmpfs)., type: path, default: /run/rackforge}
   source: {description: Where the request came from (a variable name), to prefix error messages., type: str}
+  settings:
+    description:
+      - The node plan (instead of O(gpus) and the single request): the base request for every GPU,
+        {application_clocks, locked_clocks, power_limit}. With it the module reads the GPUs once,
+        makes one request per GPU model (O(models) over O(settings), the clock pair resolved by
+        O(clock_policy)), checks every model's request and every O(schedules) profile against the
+        GPUs before any change, checks the schedules' calendar expressions (systemd-analyze
+        calendar), then applies the models' requests. A node without a usable driver is
+        C(driver_loaded=false) with its C(error), not a failure.
+    type: dict
+  models: {description: "Per GPU model (product name as nvidia-smi prints it): settings over O(settings).", type: dict, default: {}}
+  clock_policy: {description: "strict: the pair as given; nearest: the nearest supported pair not above it.", type: str, default: strict}
+  schedules:
+    description: "Timed profiles [{name, on_calendar, settings}], checked (never applied) for their boot commands."
+    type: list
+    elements: dict
+    default: []
 """
 
 RETURN = r"""
@@ -52,24 +69,124 @@ locked_clocks_record:
 
 import json
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
-from ansible.module_utils.rackforge.gpu import GpuSettingError, check_clock_pair, check_locked_clocks, check_power_limit
-from ansible.module_utils.rackforge.nvidia_smi import ParseError, parse_query_xml
-
-# nvidia-smi's texts for a setting it did not apply although it exits 0: 'Specified clock combination
-# "(MEM m, SM g)" is not supported for GPU ...', "Setting applications clocks is not supported for GPU ...",
-# "Setting locked gpu clocks is not supported ..." (casing varies), "Unable to set persistence mode for
-# GPU ...: Not Supported", "Changing power management limit is not supported ...", each followed by
-# "Treating as warning and moving on."
-NOT_APPLIED_RE = re.compile(r"not supported|treating as warning|insufficient permissions", re.IGNORECASE)
+from ansible.module_utils.rackforge.gpu import GpuSettingError
+from ansible.module_utils.rackforge.gpu_settings import apply, check, node_requests, normal, plan, read_gpus
 
 
-def not_applied(out):
-    """The lines of nvidia-smi's output that say a setting was not applied ([] when none)."""
-    return [ln.strip() for ln in out.splitlines() if NOT_APPLIED_RE.search(ln)]
+def read_record(path):
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (OSError, ValueError):
+        return {}
+
+
+def write_record(state_dir, path, locked_now, gpus, request):
+    lgc = request.get("locked_clocks")
+    if lgc is None and not request.get("reset_locked_clocks"):
+        return
+    for g in gpus:
+        locked_now[g["uuid"]] = [int(lgc["min"]), int(lgc["max"])] if lgc is not None else None
+    os.makedirs(state_dir, exist_ok=True)
+    with open(path, "w") as fh:
+        json.dump(locked_now, fh)
+
+
+def single(module, smi, p):
+    """One request for the GPUs in O(gpus) (every GPU when empty)."""
+    gpus = read_gpus(module, smi)
+    by_index = {g["index"]: g for g in gpus}
+    missing = sorted(set(p["gpus"]) - set(by_index))
+    if missing:
+        module.fail_json(msg="gpus: no GPU with index %s (this node has %s)" % (missing, sorted(by_index)))
+    selected = [by_index[i] for i in (p["gpus"] or sorted(by_index))]
+    if not selected:
+        module.fail_json(msg="no GPU found by nvidia-smi")
+    request = {k: p[k] for k in ("application_clocks", "locked_clocks", "reset_locked_clocks", "power_limit", "persistence_mode")}
+    try:
+        check(selected, request, p["source"])
+    except GpuSettingError as exc:
+        module.fail_json(msg="%s; nothing was changed" % exc)
+    record_path = os.path.join(p["state_dir"], "gpu-locked-clocks.json")
+    locked_now = read_record(record_path)
+    done = plan(selected, request, locked_now, smi)
+    if done["todo"] and not module.check_mode:
+        apply(module, smi, done["todo"], done["results"])
+        write_record(p["state_dir"], record_path, locked_now, selected, request)
+    results = done["results"]
+    module.exit_json(
+        changed=bool(done["todo"]),
+        gpus=results,
+        boot_commands=done["boot_commands"],
+        locked_clocks_record=done["locked_clocks_record"],
+        diff={"before": {str(r["index"]): r["before"] for r in results}, "after": {str(r["index"]): r["after"] for r in results}},
+    )
+
+
+def node(module, smi, p):
+    """The node plan (O(settings)): see the module's description."""
+    if not smi:
+        module.exit_json(changed=False, driver_loaded=False, error="nvidia-smi not installed")
+    gpus = read_gpus(module, smi, soft=True)
+    if isinstance(gpus, str):
+        module.exit_json(changed=False, driver_loaded=False, error=gpus)
+    if not gpus:
+        module.fail_json(msg="no GPU found by nvidia-smi")
+    analyze = module.get_bin_path("systemd-analyze")
+    for profile in p["schedules"]:
+        if not analyze:
+            module.fail_json(msg="systemd-analyze is not installed: the schedules' calendar expressions cannot be checked")
+        rc, out, err = module.run_command([analyze, "calendar", str(profile.get("on_calendar"))], environ_update=C_ENV)
+        if rc != 0:
+            module.fail_json(
+                msg="gpu_tuning_schedules[%s].on_calendar = %r: systemd-analyze calendar refuses it: %s; nothing was changed"
+                % (profile.get("name"), profile.get("on_calendar"), (err or out).strip()),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+            )
+    by_index = {g["index"]: g for g in gpus}
+    record_path = os.path.join(p["state_dir"], "gpu-locked-clocks.json")
+    locked_now = read_record(record_path)
+    try:
+        requests = node_requests(gpus, p["settings"], p["models"], p["clock_policy"])
+        for indices, request, source in requests:
+            request["persistence_mode"] = p["persistence_mode"]
+            check([by_index[i] for i in indices], request, source)
+        for profile in p["schedules"]:  # every timed profile too: a bad one cannot fail after the base settings were applied
+            source = "gpu_tuning_schedules[%s].settings" % profile.get("name")
+            check(gpus, normal(profile.get("settings"), source), source)
+    except GpuSettingError as exc:
+        module.fail_json(msg="%s; nothing was changed" % exc)
+    plans = [plan([by_index[i] for i in indices], request, locked_now, smi) for indices, request, _ in requests]
+    todo = [pl for pl in plans if pl["todo"]]
+    if todo and not module.check_mode:
+        for (indices, request, _), pl in zip(requests, plans):
+            if pl["todo"]:
+                apply(module, smi, pl["todo"], pl["results"])
+                write_record(p["state_dir"], record_path, locked_now, [by_index[i] for i in indices], request)
+    results = [r for pl in plans for r in pl["results"]]
+    schedules = []
+    for profile in p["schedules"]:
+        timed = plan(gpus, normal(profile.get("settings"), profile.get("name")), {}, smi)
+        schedules.append(
+            {"name": profile.get("name"), "boot_commands": timed["boot_commands"], "locked_clocks_record": timed["locked_clocks_record"]}
+        )
+    record = {}
+    for pl in plans:
+        record.update(pl["locked_clocks_record"])
+    module.exit_json(
+        changed=bool(todo),
+        driver_loaded=True,
+        gpus=results,
+        boot_commands=[argv for pl in plans for argv in pl["boot_commands"]],
+        locked_clocks_record=record,
+        schedules=schedules,
+        diff={"before": {str(r["index"]): r["before"] for r in results}, "after": {str(r["index"]): r["after"] for r in results}},
+    )
 
 
 def main():
@@ -83,121 +200,21 @@ def main():
             "persistence_mode": {"type": "bool"},
             "state_dir": {"type": "path", "default": "/run/rackforge"},
             "source": {"type": "str"},
+            "settings": {"type": "dict"},
+            "models": {"type": "dict", "default": {}},
+            "clock_policy": {"type": "str", "default": "strict", "choices": ["strict", "nearest"]},
+            "schedules": {"type": "list", "elements": "dict", "default": []},
         },
-        mutually_exclusive=[["locked_clocks", "reset_locked_clocks"]],
+        mutually_exclusive=[["locked_clocks", "reset_locked_clocks"], ["settings", "application_clocks"]],
         supports_check_mode=True,
     )
     p = module.params
     smi = module.get_bin_path("nvidia-smi")
+    if p["settings"] is not None:
+        node(module, smi, p)
     if not smi:
         module.fail_json(msg="nvidia-smi not found: the NVIDIA driver is not installed")
-    rc, out, err = module.run_command([smi, "-q", "-x"], environ_update=C_ENV)
-    if rc != 0:
-        module.fail_json(msg="nvidia-smi -q -x failed: %s" % (out + err).strip(), rc=rc, stdout=out, stderr=err)
-    try:
-        gpus = parse_query_xml(out)["gpus"]
-    except ParseError as exc:
-        module.fail_json(msg="could not parse nvidia-smi -q -x: %s" % exc, rc=rc, stdout=out, stderr=err)
-    # nvidia-smi -i counts GPUs in its enumeration (PCI bus) order: their position in -q -x, which
-    # can differ from the minor number (/dev/nvidiaN)
-    by_index = {}
-    for position, g in enumerate(gpus):
-        g["index"] = position
-        by_index[position] = g
-    missing = sorted(set(p["gpus"]) - set(by_index))
-    if missing:
-        module.fail_json(msg="gpus: no GPU with index %s (this node has %s)" % (missing, sorted(by_index)))
-    selected = [by_index[i] for i in (p["gpus"] or sorted(by_index))]
-    if not selected:
-        module.fail_json(msg="no GPU found by nvidia-smi")
-
-    record_path = os.path.join(p["state_dir"], "gpu-locked-clocks.json")
-    try:
-        with open(record_path) as fh:
-            locked_now = json.load(fh)
-    except (OSError, ValueError):
-        locked_now = {}
-    ac, lgc = p["application_clocks"], p["locked_clocks"]
-    try:
-        if ac is not None and not {"memory", "graphics"} <= set(ac):
-            raise GpuSettingError("application_clocks needs memory and graphics (MHz), got %s" % sorted(ac))
-        if lgc is not None and not {"min", "max"} <= set(lgc):
-            raise GpuSettingError("locked_clocks needs min and max (MHz), got %s" % sorted(lgc))
-        for g in selected:  # validate every GPU before changing any
-            label = "GPU %d (%s)" % (g["index"], g["name"])
-            if ac is not None:
-                check_clock_pair(g["supported_clocks"], ac["memory"], ac["graphics"], label)
-            if p["power_limit"] is not None:
-                check_power_limit(g["power"], p["power_limit"], label)
-            if lgc is not None:
-                check_locked_clocks(g["max_clocks"], lgc["min"], lgc["max"], label)
-    except GpuSettingError as exc:
-        prefix = "%s: " % p["source"] if p["source"] else ""
-        module.fail_json(msg="%s%s; nothing was changed" % (prefix, exc))
-
-    results, todo = [], {}
-    for g in selected:
-        i = g["index"]
-        before, after = {}, {}
-        if p["persistence_mode"] is not None:
-            before["persistence_mode"], after["persistence_mode"] = g["persistence_mode"], p["persistence_mode"]
-            if g["persistence_mode"] != p["persistence_mode"]:
-                todo.setdefault(("-pm", "1" if p["persistence_mode"] else "0"), []).append(i)
-        if ac is not None:
-            now = g["applications_clocks"] or {}
-            before["application_clocks"] = {"memory": now.get("mem"), "graphics": now.get("graphics")}
-            after["application_clocks"] = {"memory": int(ac["memory"]), "graphics": int(ac["graphics"])}
-            if before["application_clocks"] != after["application_clocks"]:
-                todo.setdefault(("-ac", "%d,%d" % (int(ac["memory"]), int(ac["graphics"]))), []).append(i)
-        if lgc is not None or p["reset_locked_clocks"]:
-            before["locked_clocks"] = locked_now.get(g["uuid"])
-            after["locked_clocks"] = [int(lgc["min"]), int(lgc["max"])] if lgc is not None else None
-            if before["locked_clocks"] != after["locked_clocks"]:
-                flag = ("-lgc", "%d,%d" % tuple(after["locked_clocks"])) if lgc is not None else ("-rgc", None)
-                todo.setdefault(flag, []).append(i)
-        if p["power_limit"] is not None:
-            before["power_limit"], after["power_limit"] = g["power"]["limit"], float(p["power_limit"])
-            if before["power_limit"] is None or abs(before["power_limit"] - after["power_limit"]) >= 0.5:
-                todo.setdefault(("-pl", "%g" % float(p["power_limit"])), []).append(i)
-        results.append({"index": i, "name": g["name"], "uuid": g["uuid"], "before": before, "after": after})
-
-    ids = ",".join(str(g["index"]) for g in selected)
-    boot = []
-    if p["persistence_mode"] is not None:
-        boot.append([smi, "-i", ids, "-pm", "1" if p["persistence_mode"] else "0"])
-    if ac is not None:
-        boot.append([smi, "-i", ids, "-ac", "%d,%d" % (int(ac["memory"]), int(ac["graphics"]))])
-    if lgc is not None:
-        boot.append([smi, "-i", ids, "-lgc", "%d,%d" % (int(lgc["min"]), int(lgc["max"]))])
-    if p["power_limit"] is not None:
-        boot.append([smi, "-i", ids, "-pl", "%g" % float(p["power_limit"])])
-
-    if todo and not module.check_mode:
-        for (flag, value), idx in sorted(todo.items()):
-            argv = [smi, "-i", ",".join(str(i) for i in idx), flag] + ([value] if value is not None else [])
-            rc, out, err = module.run_command(argv, environ_update=C_ENV)
-            refused = not_applied(out + "\n" + err)
-            if rc != 0 or refused:
-                why = "; ".join(refused) if refused else (out + err).strip()
-                module.fail_json(
-                    msg="%s failed (rc %d): %s" % (" ".join(argv), rc, why or "no output"), rc=rc, stdout=out, stderr=err, gpus=results
-                )
-        if lgc is not None or p["reset_locked_clocks"]:
-            for g in selected:
-                locked_now[g["uuid"]] = [int(lgc["min"]), int(lgc["max"])] if lgc is not None else None
-            os.makedirs(p["state_dir"], exist_ok=True)
-            with open(record_path, "w") as fh:
-                json.dump(locked_now, fh)
-    record = {}
-    if lgc is not None or p["reset_locked_clocks"]:
-        record = {g["uuid"]: ([int(lgc["min"]), int(lgc["max"])] if lgc is not None else None) for g in selected}
-    module.exit_json(
-        changed=bool(todo),
-        gpus=results,
-        boot_commands=boot,
-        locked_clocks_record=record,
-        diff={"before": {str(r["index"]): r["before"] for r in results}, "after": {str(r["index"]): r["after"] for r in results}},
-    )
+    single(module, smi, p)
 
 
 if __name__ == "__main__":
