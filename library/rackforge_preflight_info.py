@@ -35,7 +35,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 hardware:
-  description: Observed hardware.
+  description: >-
+    Observed hardware: memory_mb, swap_mb, cpus, root_free_gb, kernel, secure_boot, pci_devices
+    [{address, id, class}] and nvswitches (how many PCI devices are NVSwitches).
   returned: always
   type: dict
 findings:
@@ -49,7 +51,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import read_file
-from ansible.module_utils.rackforge.hardware import parse_meminfo, pci_id, preflight_findings
+from ansible.module_utils.rackforge.hardware import NVSWITCH_PCI_IDS, parse_meminfo, pci_id, preflight_findings
 
 
 def pci_devices(sysfs_root):
@@ -97,6 +99,7 @@ def main():
             "pci_devices": pci_devices(sysfs_root),
         }
     )
+    hw["nvswitches"] = len([d for d in hw["pci_devices"] if d["id"] in NVSWITCH_PCI_IDS])
     module.exit_json(changed=False, hardware=hw, findings=preflight_findings(hw, module.params["expected"]))
 
 

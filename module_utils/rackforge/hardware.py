@@ -6,6 +6,10 @@ import re
 
 PCI_CLASS_NAMES = {"0x0302": "3d_controller", "0x0300": "vga", "0x0680": "bridge_other", "0x0200": "ethernet", "0x0207": "infiniband"}
 
+# NVIDIA NVSwitch PCI ids (vendor:device): 0x22a3 Hopper (HGX H100/H200), 0x1af1 Ampere (HGX A100).
+# A node with any of them needs the fabric manager (nvidia_driver_fabricmanager: auto).
+NVSWITCH_PCI_IDS = ("10de:22a3", "10de:1af1")
+
 
 def parse_meminfo(text):
     """/proc/meminfo -> {"memory_mb": int, "swap_mb": int}."""

@@ -271,3 +271,10 @@ def test_gpu_info_lists_the_mig_devices_of_a_gpu_with_mig_enabled(tmp_path, monk
 def test_gpu_info_does_not_run_nvidia_smi_L_without_mig(tmp_path, monkeypatch, capsys):
     res = run_module(nvidia_gpu_info, {}, Sim(tmp_path), monkeypatch, capsys)
     assert res["mig"] == [{"index": i, "enabled": False, "devices": []} for i in range(8)]
+
+
+@pytest.mark.parametrize(("profile", "nvswitches"), [("hgx-h100-8gpu", 4), ("pcie-a100-4gpu", 0)])
+def test_preflight_info_counts_the_nvswitches_the_fabric_manager_decision_reads(tmp_path, monkeypatch, capsys, profile, nvswitches):
+    sim = Sim(tmp_path, profile=profile)
+    res = run_module(rackforge_preflight_info, {"sysfs_root": str(sim.sysfs)}, sim, monkeypatch, capsys)
+    assert res["hardware"]["nvswitches"] == nvswitches
