@@ -47,7 +47,9 @@ options:
         O(clock_policy)), checks every model's request and every O(schedules) profile against the
         GPUs before any change, checks the schedules' calendar expressions (systemd-analyze
         calendar), then applies the models' requests. A node without a usable driver is
-        C(driver_loaded=false) with its C(error), not a failure.
+        C(driver_loaded=false) with its C(error), not a failure. Its messages name the gpu_tuning
+        role's variables (gpu_tuning_settings, gpu_tuning_models['<model>'],
+        gpu_tuning_schedules[<name>]), the role whose call this is.
     type: dict
   models: {description: "Per GPU model (product name as nvidia-smi prints it): settings over O(settings).", type: dict, default: {}}
   clock_policy: {description: "strict: the pair as given; nearest: the nearest supported pair not above it.", type: str, default: strict}
@@ -65,6 +67,15 @@ locked_clocks_record:
   description: "{uuid: [min, max]} the state_dir record holds after the request; a boot script writes it too."
   type: dict
   returned: always
+driver_loaded:
+  description: "Node plan: false when nvidia-smi is missing or fails (then only error is returned)."
+  type: bool
+  returned: with settings
+error: {description: "Node plan: nvidia-smi's message when the driver is not usable.", type: str, returned: when driver_loaded is false}
+schedules:
+  description: "Node plan: per timed profile, {name, boot_commands, locked_clocks_record}, in O(schedules)' order."
+  type: list
+  returned: with settings
 """
 
 import json
