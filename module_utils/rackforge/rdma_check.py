@@ -82,28 +82,23 @@ def rdma_check(module, p):
     if not ibstat and (rc != 0 or p["expected_count"]):
         cannot("rdma", "ibstat", "ibstat failed (rc %s) or listed no CA" % rc, [bins["ibstat"]], rc, out, err)
         return dict(changed=False, healthy=False, findings=not_run, ports=[], counters={})
-    devinfo = {}
-    if not bins["ibv_devinfo"]:
-        cannot("roce_mtu", "ibv_devinfo", "ibv_devinfo is not installed (ibverbs-utils)")
-    else:
-        rc, out, err = runs[bins["ibv_devinfo"]]
+
+    def read(tool, check, missing, parser, default):
+        """What the tool printed, parsed; default (and a not_run finding) when it is missing or fails."""
+        if not bins[tool]:
+            cannot(check, tool, missing)
+            return default
+        rc, out, err = runs[bins[tool]]
         try:
             if rc != 0:
                 raise ParseError("exit status %s" % rc)
-            devinfo = parse_ibv_devinfo(out)
+            return parser(out)
         except ParseError as exc:
-            cannot("roce_mtu", "ibv_devinfo", "ibv_devinfo failed: %s" % exc, [bins["ibv_devinfo"]], rc, out, err)
-    gids = None
-    if not bins["show_gids"]:
-        cannot("roce_gid", "show_gids", "show_gids is not installed (MLNX_OFED / DOCA ship it)")
-    else:
-        rc, out, err = runs[bins["show_gids"]]
-        try:
-            if rc != 0:
-                raise ParseError("exit status %s" % rc)
-            gids = parse_show_gids(out)
-        except ParseError as exc:
-            cannot("roce_gid", "show_gids", "show_gids failed: %s" % exc, [bins["show_gids"]], rc, out, err)
+            cannot(check, tool, "%s failed: %s" % (tool, exc), [bins[tool]], rc, out, err)
+            return default
+
+    devinfo = read("ibv_devinfo", "roce_mtu", "ibv_devinfo is not installed (ibverbs-utils)", parse_ibv_devinfo, {})
+    gids = read("show_gids", "roce_gid", "show_gids is not installed (MLNX_OFED / DOCA ship it)", parse_show_gids, None)
     root = p["sysfs_root"]
     netdev_of, mtus, pause, counters, traffic = {}, {}, {}, {}, {}
     ethtool = bins["ethtool"]
