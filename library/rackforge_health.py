@@ -58,6 +58,11 @@ options:
     description: Count the findings of the last fabric acceptance (C(<state_dir>/acceptance.json)) in the verdict.
     type: bool
     default: true
+  verdict:
+    description: >-
+      A verdict changed after the checks (the GPU join gate adds its finding): run no check, keep no baseline,
+      write only this verdict's textfile metrics.
+    type: dict
 author: rackforge
 """
 
@@ -202,6 +207,23 @@ def write(module, dest, text, writes, diff):
     diff.append({"before_header": dest, "after_header": dest, "before": (have["data"] or b"").decode("utf-8", "replace"), "after": text})
 
 
+def publish(module, textfile_dir, verdict):
+    """Write a given verdict's textfile metrics (and the directory), nothing else."""
+    if not isinstance(verdict.get("findings"), list) or "healthy" not in verdict:
+        module.fail_json(msg="rackforge_health: verdict needs healthy and findings (the rackforge_health fact)")
+    mkdirs = missing_dirs(os.path.join(textfile_dir, "x")) if not os.path.isdir(textfile_dir) else []
+    writes, diff = [], []
+    write(module, os.path.join(textfile_dir, METRICS), textfile(verdict), writes, diff)
+    if (mkdirs or writes) and not module.check_mode:
+        try:
+            commit(writes, mkdirs, module.run_command)
+        except (OSError, StageError) as exc:
+            module.fail_json(msg="rackforge_health: could not write %s: %s; nothing was changed" % (textfile_dir, exc))
+    module.exit_json(
+        changed=bool(mkdirs or writes), health=verdict, acceptance=None, written=mkdirs + [w["dest"] for w in writes], diff=diff
+    )
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
@@ -216,10 +238,13 @@ def main():
             "cdi_spec": {"type": "path"},
             "reset_baseline": {"type": "bool", "default": False},
             "acceptance": {"type": "bool", "default": True},
+            "verdict": {"type": "dict"},
         },
         supports_check_mode=True,
     )
     p = module.params
+    if p["verdict"] is not None:
+        publish(module, p["textfile_dir"], p["verdict"])
     mkdirs = []
     for d in (p["state_dir"], p["textfile_dir"]):
         if not os.path.isdir(d):

@@ -125,3 +125,19 @@ def test_reset_baseline_rewrites_it_with_the_counters_now(sim, capsys):
     assert reset["changed"] and reset["written"] == [str(sim.tmp / "state" / "health-baseline.json")]
     assert not reset["health"]["healthy"]
     assert call_module(rackforge_health, args(sim), capsys)["health"]["healthy"]
+
+
+def test_a_verdict_changed_after_the_checks_gets_its_metrics_and_nothing_else(sim, capsys):
+    """The GPU join gate adds its finding to the verdict: only the textfile is written again."""
+    first = call_module(rackforge_health, args(sim), capsys)
+    baseline = (sim.tmp / "state" / "health-baseline.json").read_text()
+    gate = {"check": "kubernetes_gpu_gate", "component": "node", "expected": 8, "observed": 0, "message": "no GPUs advertised"}
+    verdict = dict(first["health"], healthy=False, findings=[gate])
+    res = call_module(rackforge_health, {"textfile_dir": str(sim.tmp / "textfile"), "verdict": verdict}, capsys)
+    assert res["changed"] and res["written"] == [str(sim.tmp / "textfile" / "rackforge.prom")] and res["health"] == verdict
+    prom = (sim.tmp / "textfile" / "rackforge.prom").read_text()
+    assert "rackforge_node_healthy 0\n" in prom and "rackforge_health_findings 1\n" in prom
+    assert prom.count("rackforge_nvlink_active_links{") == 8  # the checks' GPUs and ports are kept
+    assert (sim.tmp / "state" / "health-baseline.json").read_text() == baseline
+    bad = call_module(rackforge_health, {"textfile_dir": str(sim.tmp / "textfile"), "verdict": {"gpus": []}}, capsys)
+    assert bad["failed"] and "verdict needs healthy and findings" in bad["msg"]
