@@ -83,8 +83,8 @@ def rdma_check(module, p):
         cannot("rdma", "ibstat", "ibstat failed (rc %s) or listed no CA" % rc, [bins["ibstat"]], rc, out, err)
         return dict(changed=False, healthy=False, findings=not_run, ports=[], counters={})
 
-    def read(tool, check, missing, parser, default):
-        """What the tool printed, parsed; default (and a not_run finding) when it is missing or fails."""
+    def read_or_cannot(check, tool, missing, parser, default):
+        """What the tool printed, parsed; default and a <check>_not_run finding when it is missing or fails."""
         if not bins[tool]:
             cannot(check, tool, missing)
             return default
@@ -97,8 +97,8 @@ def rdma_check(module, p):
             cannot(check, tool, "%s failed: %s" % (tool, exc), [bins[tool]], rc, out, err)
             return default
 
-    devinfo = read("ibv_devinfo", "roce_mtu", "ibv_devinfo is not installed (ibverbs-utils)", parse_ibv_devinfo, {})
-    gids = read("show_gids", "roce_gid", "show_gids is not installed (MLNX_OFED / DOCA ship it)", parse_show_gids, None)
+    devinfo = read_or_cannot("roce_mtu", "ibv_devinfo", "ibv_devinfo is not installed (ibverbs-utils)", parse_ibv_devinfo, {})
+    gids = read_or_cannot("roce_gid", "show_gids", "show_gids is not installed (MLNX_OFED / DOCA ship it)", parse_show_gids, None)
     root = p["sysfs_root"]
     netdev_of, mtus, pause, counters, traffic = {}, {}, {}, {}, {}
     ethtool = bins["ethtool"]

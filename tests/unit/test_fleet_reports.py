@@ -32,7 +32,7 @@ from test_fleet import (
 
 # ----------------------------------------------------------------------------- remedies
 FINDING_HELPERS = {"finding", "_finding"}
-NOT_RUN_HELPERS = {"not_run", "health_not_run", "cannot"}
+NOT_RUN_HELPERS = {"not_run", "health_not_run", "cannot", "read_or_cannot"}
 
 
 def _strings(node, tables):
