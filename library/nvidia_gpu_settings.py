@@ -95,12 +95,11 @@ def read_record(path):
         return {}
 
 
-def write_record(state_dir, path, locked_now, gpus, request):
-    lgc = request.get("locked_clocks")
-    if lgc is None and not request.get("reset_locked_clocks"):
+def write_record(state_dir, path, locked_now, record):
+    """Keep plan()'s locked_clocks_record (empty: the request neither locks nor unlocks) in the record file."""
+    if not record:
         return
-    for g in gpus:
-        locked_now[g["uuid"]] = [int(lgc["min"]), int(lgc["max"])] if lgc is not None else None
+    locked_now.update(record)
     os.makedirs(state_dir, exist_ok=True)
     with open(path, "w") as fh:
         json.dump(locked_now, fh)
@@ -126,7 +125,7 @@ def single(module, smi, p):
     done = plan(selected, request, locked_now, smi)
     if done["todo"] and not module.check_mode:
         apply(module, smi, done["todo"], done["results"])
-        write_record(p["state_dir"], record_path, locked_now, selected, request)
+        write_record(p["state_dir"], record_path, locked_now, done["locked_clocks_record"])
     results = done["results"]
     module.exit_json(
         changed=bool(done["todo"]),
@@ -167,25 +166,24 @@ def node(module, smi, p):
         for indices, request, source in requests:
             request["persistence_mode"] = p["persistence_mode"]
             check([by_index[i] for i in indices], request, source)
-        for profile in p["schedules"]:  # every timed profile too: a bad one cannot fail after the base settings were applied
+        timed = []  # every timed profile too: a bad one cannot fail after the base settings were applied
+        for profile in p["schedules"]:
             source = "gpu_tuning_schedules[%s].settings" % profile.get("name")
-            check(gpus, normal(profile.get("settings"), source), source)
+            timed.append((profile.get("name"), normal(profile.get("settings"), source)))
+            check(gpus, timed[-1][1], source)
     except GpuSettingError as exc:
         module.fail_json(msg="%s; nothing was changed" % exc)
     plans = [plan([by_index[i] for i in indices], request, locked_now, smi) for indices, request, _ in requests]
     todo = [pl for pl in plans if pl["todo"]]
     if todo and not module.check_mode:
-        for (indices, request, _), pl in zip(requests, plans):
-            if pl["todo"]:
-                apply(module, smi, pl["todo"], pl["results"])
-                write_record(p["state_dir"], record_path, locked_now, [by_index[i] for i in indices], request)
+        for pl in todo:
+            apply(module, smi, pl["todo"], pl["results"])
+            write_record(p["state_dir"], record_path, locked_now, pl["locked_clocks_record"])
     results = [r for pl in plans for r in pl["results"]]
     schedules = []
-    for profile in p["schedules"]:
-        timed = plan(gpus, normal(profile.get("settings"), profile.get("name")), {}, smi)
-        schedules.append(
-            {"name": profile.get("name"), "boot_commands": timed["boot_commands"], "locked_clocks_record": timed["locked_clocks_record"]}
-        )
+    for name, request in timed:
+        boot = plan(gpus, request, {}, smi)
+        schedules.append({"name": name, "boot_commands": boot["boot_commands"], "locked_clocks_record": boot["locked_clocks_record"]})
     record = {}
     for pl in plans:
         record.update(pl["locked_clocks_record"])

@@ -104,6 +104,7 @@ from ansible.module_utils.rackforge.nvlink_check import ARGS as NVLINK_ARGS
 from ansible.module_utils.rackforge.nvlink_check import nvlink_check
 from ansible.module_utils.rackforge.rdma_check import ARGS as RDMA_ARGS
 from ansible.module_utils.rackforge.rdma_check import rdma_check
+from ansible.module_utils.rackforge.units import PlanError, file_changes
 
 BASELINE, ACCEPTANCE, METRICS = "health-baseline.json", "acceptance.json", "rackforge.prom"
 
@@ -119,10 +120,9 @@ def number(value, kind):
     return None if value is None or value == "" else kind(value)
 
 
-def read_json(module, path):
-    """A kept JSON file's object ({} when it is missing or empty); a file that is not JSON fails the
-    task naming it, as the operator must look at it (nothing is overwritten)."""
-    data = read_bytes(path)
+def parse_json(module, path, data):
+    """A kept JSON file's object from its bytes ({} when it is missing or empty); a file that is not
+    JSON fails the task naming it, as the operator must look at it (nothing is overwritten)."""
     if not data or not data.strip():
         return {}
     try:
@@ -196,32 +196,40 @@ def run_checks(module, p, baseline):
 
 
 def write(module, dest, text, writes, diff):
-    """Queue dest (0644 root) when its content, mode or owner differs."""
+    """Queue dest (0644 root) when its content, mode or owner differs (units.file_changes decides)."""
     have = read_state(dest)
-    data = text.encode("utf-8")
-    if have["kind"] == "file" and have["data"] == data and have["mode"] == 0o644 and have["uid"] == 0 and have["gid"] == 0:
-        return
-    if have["kind"] not in (None, "file"):
-        module.fail_json(msg="rackforge_health: %s is a %s, not a file; nothing was changed" % (dest, have["kind"]))
-    writes.append({"dest": dest, "data": data, "mode": 0o644, "uid": 0, "gid": 0})
+    want = {"dest": dest, "data": text.encode("utf-8"), "mode": 0o644, "uid": 0, "gid": 0, "owner": "root", "group": "root"}
+    try:
+        if not file_changes(want, have):
+            return
+    except PlanError as exc:
+        module.fail_json(msg="rackforge_health: %s; nothing was changed" % exc)
+    writes.append(want)
     diff.append({"before_header": dest, "after_header": dest, "before": (have["data"] or b"").decode("utf-8", "replace"), "after": text})
+
+
+def finish(module, dirs, writes, diff, **result):
+    """Make the missing dirs and write the queued files in one commit (nothing in check mode), then exit."""
+    mkdirs = []
+    for d in dirs:
+        if not os.path.isdir(d):
+            mkdirs += [m for m in missing_dirs(os.path.join(d, "x")) if m not in mkdirs]
+    written = mkdirs + [w["dest"] for w in writes]
+    if written and not module.check_mode:
+        try:
+            commit(writes, mkdirs, module.run_command)
+        except (OSError, StageError) as exc:
+            module.fail_json(msg="rackforge_health: could not write %s: %s; nothing was changed" % (", ".join(written), exc))
+    module.exit_json(changed=bool(written), written=written, diff=diff, **result)
 
 
 def publish(module, textfile_dir, verdict):
     """Write a given verdict's textfile metrics (and the directory), nothing else."""
     if not isinstance(verdict.get("findings"), list) or "healthy" not in verdict:
         module.fail_json(msg="rackforge_health: verdict needs healthy and findings (the rackforge_health fact)")
-    mkdirs = missing_dirs(os.path.join(textfile_dir, "x")) if not os.path.isdir(textfile_dir) else []
     writes, diff = [], []
     write(module, os.path.join(textfile_dir, METRICS), textfile(verdict), writes, diff)
-    if (mkdirs or writes) and not module.check_mode:
-        try:
-            commit(writes, mkdirs, module.run_command)
-        except (OSError, StageError) as exc:
-            module.fail_json(msg="rackforge_health: could not write %s: %s; nothing was changed" % (textfile_dir, exc))
-    module.exit_json(
-        changed=bool(mkdirs or writes), health=verdict, acceptance=None, written=mkdirs + [w["dest"] for w in writes], diff=diff
-    )
+    finish(module, [textfile_dir], writes, diff, health=verdict, acceptance=None)
 
 
 def main():
@@ -245,14 +253,10 @@ def main():
     p = module.params
     if p["verdict"] is not None:
         publish(module, p["textfile_dir"], p["verdict"])
-    mkdirs = []
-    for d in (p["state_dir"], p["textfile_dir"]):
-        if not os.path.isdir(d):
-            mkdirs += [m for m in missing_dirs(os.path.join(d, "x")) if m not in mkdirs]
-    baseline_path = os.path.join(p["state_dir"], BASELINE)
+    baseline_path, acceptance_path = os.path.join(p["state_dir"], BASELINE), os.path.join(p["state_dir"], ACCEPTANCE)
     kept = read_bytes(baseline_path)
-    baseline = read_json(module, baseline_path)
-    acceptance = read_json(module, os.path.join(p["state_dir"], ACCEPTANCE))
+    baseline = parse_json(module, baseline_path, kept)
+    acceptance = parse_json(module, acceptance_path, read_bytes(acceptance_path))
     r = run_checks(module, p, baseline)
     gpu, nvlink, rdma, gpudirect = r["gpu"], r["nvlink"], r["rdma"], r["gpudirect"]
     findings = gpu["findings"] + nvlink.get("findings", []) + rdma.get("findings", []) + gpudirect.get("findings", [])
@@ -274,19 +278,13 @@ def main():
         keep = {"nvlink": nvlink.get("counters", {}), "rdma": rdma.get("counters", {}), "kernel_log": marker}
         write(module, baseline_path, json.dumps(keep, indent=4, sort_keys=True) + "\n", writes, diff)
     write(module, os.path.join(p["textfile_dir"], METRICS), textfile(health), writes, diff)
-    changed = bool(mkdirs or writes)
-    if changed and not module.check_mode:
-        try:
-            commit(writes, mkdirs, module.run_command)
-        except (OSError, StageError) as exc:
-            dests = ", ".join(w["dest"] for w in writes)
-            module.fail_json(msg="rackforge_health: could not write %s: %s; nothing was changed" % (dests, exc))
-    module.exit_json(
-        changed=changed,
+    finish(
+        module,
+        [p["state_dir"], p["textfile_dir"]],
+        writes,
+        diff,
         health=health,
         acceptance=acceptance if "time" in acceptance else None,
-        written=mkdirs + [w["dest"] for w in writes],
-        diff=diff,
     )
 
 
