@@ -15,7 +15,8 @@ command lines) whose rendering is itself a check: a filter that refuses an input
 setting. Each is templated for the host and must give a string; the reason it does not is a problem
 like any other (its value, a rendered config with secrets, is never shown).
 
-Returns `validated` (the roles checked) and `problems`; never the settings' values, which carry
+Returns `validated` (the roles checked, with those an earlier call registered as `rackforge_settings`
+checked: an empty `roles` checks nothing and keeps them) and `problems`; never the settings' values, which carry
 secrets (a receiver's URL, a mail password) that `-v` would print.
 """
 
@@ -95,8 +96,13 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
         roles = self._task.args.get("roles") or []
-        if not isinstance(roles, list) or not roles:
-            raise AnsibleError("rackforge_settings: `roles` must be a non-empty list of role names")
+        if not isinstance(roles, list):
+            raise AnsibleError("rackforge_settings: `roles` must be a list of role names")
+        earlier = task_vars.get("rackforge_settings")
+        earlier = earlier.get("validated") or [] if isinstance(earlier, dict) else []
+        if not roles:
+            result.update(changed=False, validated=sorted(earlier), problems=[], msg="no role left to check")
+            return result
         everything = all_roles()
         specs, defaults, rules = {}, {}, {}
         for role in everything:
@@ -151,7 +157,7 @@ class ActionModule(ActionBase):
             if settings.root_name(p["variable"]) in secret:
                 p.update(value=None, secret=True)
 
-        result.update(changed=False, validated=sorted(roles), problems=problems)
+        result.update(changed=False, validated=sorted(set(roles) | (set() if problems else set(earlier))), problems=problems)
         if problems:
             lines = settings.format_problems(problems)
             result["failed"] = True

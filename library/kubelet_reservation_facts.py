@@ -40,6 +40,16 @@ options:
     description: "The kubelet's kubeconfig: present once the node has joined."
     type: path
     default: /etc/kubernetes/kubelet.conf
+  node_name:
+    description:
+      - "The Node's name as configured ('' = the host name, C(uname -n), kubeadm's default)."
+      - Returned lowercased, as kubeadm registers it.
+    type: str
+    default: ""
+  kubelet_serving_cert:
+    description: "The kubelet's serving certificate: present once its CSR was approved and issued."
+    type: path
+    default: /var/lib/kubelet/pki/kubelet-server-current.pem
   cpu_manager_reset:
     description:
       - "Allow a CPU manager policy change on a node whose checkpoint names another policy (the node
@@ -60,7 +70,8 @@ ansible_facts:
     capacity: {memory, cpu}, reserved: {memory, cpu}, allocatable: {memory, cpu}} (memory in bytes),
     managers (the manager fields written), cpu_manager: {policy, checkpoint (the policy the node's
     kubelet ran with, null without a checkpoint), reset (the checkpoint must go before the kubelet restarts)},
-    joined (the kubelet's kubeconfig exists: its kubelet must run).
+    node_name (the Node's name), joined (the kubelet's kubeconfig exists: its kubelet must run), serving_certificate (the
+    kubelet has its serving certificate: nothing to wait for at CSR approval).
   returned: success
   type: dict
 """
@@ -105,6 +116,8 @@ def main():
             "cpu_manager_state": {"type": "path", "default": km.CPU_MANAGER_STATE},
             "cpu_manager_reset": {"type": "bool", "default": False},
             "kubelet_kubeconfig": {"type": "path", "default": "/etc/kubernetes/kubelet.conf"},
+            "node_name": {"type": "str", "default": ""},
+            "kubelet_serving_cert": {"type": "path", "default": "/var/lib/kubelet/pki/kubelet-server-current.pem"},
             "drop_in": {"type": "path", "default": ""},
             "prefix": {"type": "str", "default": "kubernetes_node_"},
             "proc_root": {"type": "path", "default": "/proc"},
@@ -163,7 +176,9 @@ def main():
         document=document,
         managers=managers,
         cpu_manager={"policy": p["cpu_manager_policy"], "checkpoint": had, "reset": reset, "path": p["cpu_manager_state"]},
+        node_name=(p["node_name"] or os.uname().nodename).lower(),
         joined=os.path.exists(p["kubelet_kubeconfig"]),
+        serving_certificate=os.path.exists(p["kubelet_serving_cert"]),
     )
     module.exit_json(changed=False, ansible_facts={"rackforge_kubelet_reservations": fact})
 

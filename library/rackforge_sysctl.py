@@ -5,10 +5,11 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 module: rackforge_sysctl
-short_description: Apply kernel settings now, safely inside containers
+short_description: Persist kernel settings in a sysctl.d file and apply them now, safely inside containers
 description:
-  - Writes each value to /proc/sys when it differs (the persistent copy is the role's
-    /etc/sysctl.d file). On a host every key is applied. In a container (scope netns) only
+  - With O(file), first writes the persistent copy (O(header) as comments, then C(key = value)
+    sorted by key) where it differs, atomically; check mode and C(--diff) show it.
+  - Writes each value to /proc/sys when it differs. On a host every key is applied. In a container (scope netns) only
     C(net.*) keys visible in the container's own network namespace are applied, which are the
     per-namespace ones; every other key is reported in C(skipped) with the reason, and nothing
     is applied at all when the container shares the host's network namespace.
@@ -17,11 +18,14 @@ options:
   settings: {description: "key -> value (e.g. net.ipv4.tcp_rmem: 4096 87380 16777216).", type: dict, required: true}
   scope: {description: auto detects a container., type: str, default: auto, choices: [auto, host, netns]}
   proc_root: {description: Where /proc/sys is., type: path, default: /proc/sys}
+  file: {description: "The sysctl.d file that persists the settings ('' = none written).", type: str, default: ""}
+  header: {description: Comment lines at the top of O(file) (each gets a leading C(# ))., type: str, default: Managed by rackforge}
 """
 
 RETURN = r"""
 applied: {description: Keys whose value now equals the request (changed or already equal)., type: list, returned: always}
-skipped: {description: "[{key, reason}] not applied now (persisted for boot).", type: list, returned: always}
+not_applied: {description: "[{key, reason}] not applied now (persisted for boot).", type: list, returned: always}
+file_changed: {description: O(file) was written (or would be)., type: bool, returned: always}
 scope: {description: The scope used., type: str, returned: always}
 """
 
@@ -29,6 +33,8 @@ import errno
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge.filestage import StageError, commit, read_state
+from ansible.module_utils.rackforge.units import PlanError, file_changes
 
 # exists only in the initial network namespace: visible from a container = host network
 HOST_NETNS_SENTINEL = "net/core/netdev_max_backlog"
@@ -48,22 +54,54 @@ def in_container(module):
     return False
 
 
+def render(header, settings):
+    """The sysctl.d file: the header's lines as comments, then one `key = value` per key, sorted."""
+    lines = ["# %s\n" % line if line else "#\n" for line in header.splitlines()]
+    return "".join(lines + ["%s = %s\n" % (key, _norm(settings[key])) for key in sorted(settings)])
+
+
+def persist(module, path, text):
+    """Write path (0644 root) when it differs; returns (changed, diff)."""
+    if not os.path.isabs(path):
+        module.fail_json(msg="rackforge_sysctl: file must be an absolute path, got %r" % path)
+    want = {"dest": path, "data": text.encode("utf-8"), "mode": 0o644, "uid": 0, "gid": 0, "owner": "root", "group": "root"}
+    have = read_state(path)
+    try:
+        if not file_changes(want, have):
+            return False, None
+    except PlanError as exc:
+        module.fail_json(msg="rackforge_sysctl: %s" % exc)
+    diff = {"before_header": path, "after_header": path, "before": (have["data"] or b"").decode("utf-8", "replace"), "after": text}
+    if not module.check_mode:
+        if not os.path.isdir(os.path.dirname(path)):
+            module.fail_json(msg="rackforge_sysctl: %s: directory %s does not exist" % (path, os.path.dirname(path)))
+        try:
+            commit([want], [], module.run_command)
+        except (OSError, StageError) as exc:
+            module.fail_json(msg="rackforge_sysctl: cannot write %s: %s" % (path, exc))
+    return True, diff
+
+
 def main():
     module = AnsibleModule(
         argument_spec={
             "settings": {"type": "dict", "required": True},
             "scope": {"type": "str", "default": "auto", "choices": ["auto", "host", "netns"]},
             "proc_root": {"type": "path", "default": "/proc/sys"},
+            "file": {"type": "str", "default": ""},
+            "header": {"type": "str", "default": "Managed by rackforge"},
         },
         supports_check_mode=True,
     )
     p = module.params
+    file_changed, diff = persist(module, p["file"], render(p["header"], p["settings"])) if p["file"] else (False, None)
     scope = p["scope"]
     if scope == "auto":
         scope = "netns" if in_container(module) else "host"
     root = p["proc_root"]
     shared_host_netns = scope == "netns" and os.path.exists(os.path.join(root, HOST_NETNS_SENTINEL))
-    applied, skipped, changed = [], [], False
+    # (not "skipped": Ansible reads a true "skipped" in a result as a skipped task)
+    applied, skipped, changed = [], [], file_changed
     for key in sorted(p["settings"]):
         want = _norm(p["settings"][key])
         path = os.path.join(root, *key.split("."))
@@ -83,6 +121,11 @@ def main():
             applied.append(key)
             continue
         if module.check_mode:
+            # what the real run would meet: a read-only /proc/sys (access(2) says EROFS) is a key
+            # not applied, not a change
+            if not os.access(path, os.W_OK):
+                skipped.append({"key": key, "reason": "/proc/sys is read-only here: persisted for boot"})
+                continue
             changed = True
             applied.append(key)
             continue
@@ -96,7 +139,7 @@ def main():
             module.fail_json(msg="%s: cannot set %r: %s" % (key, want, exc.strerror))
         changed = True
         applied.append(key)
-    module.exit_json(changed=changed, applied=applied, skipped=skipped, scope=scope)
+    module.exit_json(changed=changed, applied=applied, not_applied=skipped, scope=scope, file_changed=file_changed, diff=diff or {})
 
 
 if __name__ == "__main__":

@@ -70,6 +70,12 @@ rejected:
     its rc/stdout/stderr being the mlnx_qos call that failed (null when only the read-back differs).
   type: list
   returned: always
+notes:
+  description: >-
+    One line per port that refused a setting or lacks one this driver or mlnx_qos does not offer
+    (left as is): what the role reports, not fatal (the health gate checks PFC).
+  type: list
+  returned: always
 boot_commands:
   description: >-
     Lines of a POSIX sh script that re-apply the whole state at boot; the script defines
@@ -262,10 +268,14 @@ def main():
                 "unsupported": plan["unsupported"],
             }
         )
+    notes = ["%s (%s) refused: %s" % (r["netdev"], r["ca"], "; ".join(r["problems"])) for r in rejected]
+    unsupported = [r for r in results if r["unsupported"]]
+    notes += ["%s: not offered by the driver or mlnx_qos, left as is: %s" % (u["netdev"], ", ".join(u["unsupported"])) for u in unsupported]
     module.exit_json(
         changed=changed,
         interfaces=results,
         rejected=rejected,
+        notes=notes,
         boot_commands=boot,
         diff={"before": diff_before, "after": diff_after},
     )

@@ -85,7 +85,9 @@ class CallbackModule(CallbackBase):
                 "controller_tasks": 0,
                 "delegated_tasks": 0,
                 "delegated": [],
+                "controller": [],
                 "skipped": 0,
+                "skipped_tasks": [],
                 "ok": 0,
                 "changed": 0,
                 "failed": 0,
@@ -122,6 +124,7 @@ class CallbackModule(CallbackBase):
         host["by_role"].setdefault(role, {"remote": 0, "controller": 0, "delegated": 0, "skipped": 0})[kind] += 1
         if kind == "skipped":  # `when` was false, or a loop's every item was skipped
             host["skipped"] += 1
+            host["skipped_tasks"].append(label)
             return
         host["failed" if status == "failed" else "ok"] += 1
         if res.get("changed"):
@@ -129,6 +132,7 @@ class CallbackModule(CallbackBase):
             host["changed_tasks"].append(label)
         if kind == "controller":
             host["controller_tasks"] += 1
+            host["controller"].append({"task": label, "action": action})
             return
         if kind == "delegated":
             # ran on another host (the controller, the control plane, the Prometheus host): not

@@ -38,7 +38,7 @@ def test_host_scope_applies_what_differs(tmp_path, capsys):
     )
     res = run({"settings": SETTINGS, "scope": "host", "proc_root": str(root)}, capsys)
     assert res["changed"] and res["applied"] == ["net.core.rmem_max", "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem"]
-    assert res["skipped"] == [{"key": "vm.swappiness", "reason": "not present in this kernel"}]
+    assert res["not_applied"] == [{"key": "vm.swappiness", "reason": "not present in this kernel"}]
     assert (root / "net/ipv4/tcp_rmem").read_text() == "4096 87380 16777216\n"
     again = run({"settings": SETTINGS, "scope": "host", "proc_root": str(root)}, capsys)
     assert not again["changed"]
@@ -49,7 +49,7 @@ def test_netns_scope_never_touches_host_wide_keys(tmp_path, capsys):
     root = proc(tmp_path, {"net.ipv4.tcp_rmem": "4096 131072 6291456", "vm.swappiness": 60})
     res = run({"settings": SETTINGS, "scope": "netns", "proc_root": str(root)}, capsys)
     assert res["applied"] == ["net.ipv4.tcp_rmem"]
-    reasons = {s["key"]: s["reason"] for s in res["skipped"]}
+    reasons = {s["key"]: s["reason"] for s in res["not_applied"]}
     assert reasons["vm.swappiness"].startswith("host-wide key") and (root / "vm/swappiness").read_text() == "60\n"
     assert reasons["net.core.rmem_max"] == "not in this network namespace (host-wide key)"
 
@@ -73,7 +73,7 @@ def test_read_only_proc_is_reported(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(rackforge_sysctl, "open", read_only_open, raising=False)
     res = run({"settings": {"net.ipv4.tcp_rmem": "4096 87380 16777216"}, "scope": "netns", "proc_root": str(root)}, capsys)
     assert not res["changed"] and res["applied"] == []
-    assert res["skipped"] == [
+    assert res["not_applied"] == [
         {"key": "net.ipv4.tcp_rmem", "reason": "/proc/sys is read-only here (Read-only file system): persisted for boot"}
     ]
 
@@ -85,3 +85,31 @@ def test_check_mode_writes_nothing(tmp_path, capsys):
         capsys,
     )
     assert res["changed"] and (root / "net/ipv4/tcp_rmem").read_text() == "4096 131072 6291456\n"
+
+
+def test_check_mode_predicts_a_read_only_proc_as_not_applied(tmp_path, capsys, monkeypatch):
+    root = proc(tmp_path, {"net.ipv4.tcp_rmem": "4096 131072 6291456"})
+    monkeypatch.setattr(rackforge_sysctl.os, "access", lambda path, how: False)  # what access(2) says on a read-only /proc/sys
+    args = {"settings": {"net.ipv4.tcp_rmem": "4096 87380 16777216"}, "scope": "netns", "proc_root": str(root), "_ansible_check_mode": True}
+    res = run(args, capsys)
+    assert not res["changed"] and res["applied"] == []
+    assert res["not_applied"] == [{"key": "net.ipv4.tcp_rmem", "reason": "/proc/sys is read-only here: persisted for boot"}]
+
+
+def test_the_file_is_written_once_and_shown_in_check_mode(tmp_path, capsys):
+    root = proc(tmp_path / "proc", {"net.ipv4.tcp_rmem": "4096 87380 16777216"})
+    conf = tmp_path / "90-test.conf"
+    args = {
+        "settings": {"net.ipv4.tcp_rmem": "4096  87380 16777216"},
+        "scope": "host",
+        "proc_root": str(root),
+        "file": str(conf),
+        "header": "one\ntwo",
+    }
+    preview = run(dict(args, _ansible_check_mode=True), capsys)
+    assert preview["changed"] and preview["file_changed"] and not conf.exists()
+    assert preview["diff"]["after"] == "# one\n# two\nnet.ipv4.tcp_rmem = 4096 87380 16777216\n"
+    first = run(args, capsys)
+    assert first["changed"] and conf.read_text() == preview["diff"]["after"] and oct(conf.stat().st_mode & 0o777) == "0o644"
+    again = run(args, capsys)
+    assert not again["changed"] and not again["file_changed"]

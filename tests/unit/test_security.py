@@ -70,7 +70,7 @@ def test_no_tls_check_is_turned_off_and_nothing_is_piped_to_a_shell():
 def test_every_file_task_names_owner_group_and_mode(path, task):
     module = next(m for m in (*FILE_MODULES, DIR_MODULE) if m in task)
     args = task[module]
-    if task.get("delegate_to") in ("localhost", "{{ monitoring_prometheus_host or 'localhost' }}"):
+    if task.get("delegate_to") in ("localhost", "{{ monitoring_prometheus_host }}"):
         assert "mode" in args, (path, task["name"])  # a file of the user running ansible, on the controller
         return
     assert {"owner", "group", "mode"} <= set(args), (path, task["name"])
