@@ -1,5 +1,5 @@
 """Run an Ansible module's main() in-process with its arguments (check mode on request) and return
-what it printed: the one place the unit tests do that for the Kubernetes modules."""
+what it printed: the one place the unit tests do that (the Kubernetes modules, kernel_modules, rackforge_files)."""
 
 from __future__ import annotations
 

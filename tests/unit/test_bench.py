@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import rackforge_probe
 from ansible.module_utils.testing import patch_module_args
+from module_helper import call_module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,11 +122,7 @@ def test_census_counts_rackforges_controller_only_action_plugins_as_controller()
 def run_files(args, capsys, check_mode=False):
     import rackforge_files
 
-    if check_mode:
-        args = dict(args, _ansible_check_mode=True)
-    with patch_module_args(args), pytest.raises(SystemExit):
-        rackforge_files.main()
-    return json.loads(capsys.readouterr().out)
+    return call_module(rackforge_files, args, capsys, check_mode=check_mode)
 
 
 def test_files_writes_only_what_differs_and_reports_it(tmp_path, capsys):

@@ -11,8 +11,8 @@ import kernel_modules
 import pytest
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import kmods
-from ansible.module_utils.testing import patch_module_args
 from hwsim_helper import Sim
+from module_helper import call_module
 
 MODULES = ["ib_uverbs", "rdma_ucm", "overlay"]
 
@@ -43,11 +43,7 @@ def args(sim, **extra):
 
 
 def run(a, capsys, check_mode=False):
-    if check_mode:
-        a = dict(a, _ansible_check_mode=True)
-    with patch_module_args(a), pytest.raises(SystemExit):
-        kernel_modules.main()
-    return json.loads(capsys.readouterr().out)
+    return call_module(kernel_modules, a, capsys, check_mode=check_mode)
 
 
 def loaded(sim):
