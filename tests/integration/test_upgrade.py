@@ -61,9 +61,9 @@ def test_rolling_upgrade_canary_first_failed_node_stays_cordoned_then_rollback(c
     for node in gpu_nodes:  # a workload that a PodDisruptionBudget refuses to evict once, and a DaemonSet pod
         on_node(CP, "kubectl", "k8sim-add-pod", node, "inference/llm-7d9f-%s" % node, "--pdb-refusals", "1")
         on_node(CP, "kubectl", "k8sim-add-pod", node, "kube-system/calico-node-%s" % node, "--daemonset")
-    lab("fault", second, "nvlink_inactive", "gpu=2", "links=7")  # persists across the reboot
     before = mark(gpu_nodes)
-    try:
+    try:  # the fault is cleared whatever happens after it is injected (a later test needs a healthy node)
+        lab("fault", second, "nvlink_inactive", "gpu=2", "links=7")  # persists across the reboot
         res = upgrade(NEW)
         assert res.returncode != 0
         out = res.stdout
