@@ -45,8 +45,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, kmods
-from ansible.module_utils.rackforge.filestage import StageError, commit, read_state, remove
-from ansible.module_utils.rackforge.units import PlanError, file_changes
+from ansible.module_utils.rackforge.filestage import remove
+from ansible.module_utils.rackforge.rootfiles import commit_or_fail, queue
+from ansible.module_utils.rackforge.units import PlanError
 
 
 def tool(module, name):
@@ -54,10 +55,6 @@ def tool(module, name):
     if not path:
         module.fail_json(msg="kernel_modules: %s is not installed (kmod)" % name)
     return path
-
-
-def want_file(dest, text):
-    return {"dest": dest, "data": text.encode("utf-8"), "mode": 0o644, "uid": 0, "gid": 0, "owner": "root", "group": "root"}
 
 
 def main():
@@ -88,12 +85,9 @@ def main():
     # read: what is loaded, what modinfo knows; decide: refuse before any change
     modroot = os.path.join(p["sysfs_root"], "module")
     loaded = {m for m in (kmods.sysfs_name(x) for x in p["modules"]) if os.path.isdir(os.path.join(modroot, m))}
-    modinfo = tool(module, "modinfo") if p["options"] or len(loaded) < len({kmods.sysfs_name(m) for m in p["modules"]}) else None
-    available = {}
-    for m in p["modules"]:
-        if kmods.sysfs_name(m) not in loaded and m not in available:
-            rc, _out, _err = module.run_command([modinfo, "-F", "name", m], environ_update=C_ENV)
-            available[m] = rc == 0
+    unloaded = list(dict.fromkeys(m for m in p["modules"] if kmods.sysfs_name(m) not in loaded))
+    modinfo = tool(module, "modinfo") if p["options"] or unloaded else None
+    available = {m: module.run_command([modinfo, "-F", "name", m], environ_update=C_ENV)[0] == 0 for m in unloaded}
     params = {}
     for m in p["options"]:
         rc, out, err = module.run_command([modinfo, "-p", m], environ_update=C_ENV)
@@ -107,22 +101,13 @@ def main():
         module.fail_json(msg="; ".join(problems) + ". Nothing was changed.")
 
     writes, absent, diff = [], [], []
-    wanted = []
-    if p["load_file"]:
-        wanted.append(want_file(p["load_file"], kmods.load_file(p["owner"], p["modules"])))
-    if p["options"]:
-        wanted.append(want_file(p["options_file"], kmods.options_file(p["owner"], p["options"])))
-    for want in wanted:
-        have = read_state(want["dest"])
-        try:
-            why = file_changes(want, have)
-        except PlanError as exc:
-            module.fail_json(msg="kernel_modules: %s" % exc)
-        if why:
-            writes.append(want)
-            before = (have["data"] or b"").decode("utf-8", "replace")
-            after = want["data"].decode("utf-8")
-            diff.append({"before_header": want["dest"], "after_header": want["dest"], "before": before, "after": after})
+    try:
+        if p["load_file"]:
+            queue(p["load_file"], kmods.load_file(p["owner"], p["modules"]), writes, diff)
+        if p["options"]:
+            queue(p["options_file"], kmods.options_file(p["owner"], p["options"]), writes, diff)
+    except PlanError as exc:
+        module.fail_json(msg="kernel_modules: %s" % exc)
     if p["options_file"] and not p["options"] and os.path.lexists(p["options_file"]):
         absent.append(p["options_file"])
         diff.append({"before_header": p["options_file"], "after_header": p["options_file"], "before": "(present)\n", "after": "(absent)\n"})
@@ -138,13 +123,7 @@ def main():
         module.exit_json(changed=bool(to_load or changed_files), diff=diff, **result)
 
     # act: the files (both or neither), then the modules in order
-    for w in writes:
-        if not os.path.isdir(os.path.dirname(w["dest"])):
-            module.fail_json(msg="kernel_modules: %s: directory %s does not exist" % (w["dest"], os.path.dirname(w["dest"])))
-    try:
-        commit(writes, [], module.run_command)
-    except (OSError, StageError) as exc:
-        module.fail_json(msg="kernel_modules: writing %s failed: %s" % (", ".join(w["dest"] for w in writes), exc))
+    commit_or_fail(module, "kernel_modules", writes)
     remove(absent)
     if to_load:
         modprobe = tool(module, "modprobe")

@@ -94,7 +94,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge.filestage import StageError, commit, missing_dirs, read_bytes, read_state
+from ansible.module_utils.rackforge.filestage import missing_dirs, read_bytes
 from ansible.module_utils.rackforge.gpu_info import ARGS as GPU_ARGS
 from ansible.module_utils.rackforge.gpu_info import gpu_info
 from ansible.module_utils.rackforge.gpudirect_host import ARGS as GPUDIRECT_ARGS
@@ -104,7 +104,8 @@ from ansible.module_utils.rackforge.nvlink_check import ARGS as NVLINK_ARGS
 from ansible.module_utils.rackforge.nvlink_check import nvlink_check
 from ansible.module_utils.rackforge.rdma_check import ARGS as RDMA_ARGS
 from ansible.module_utils.rackforge.rdma_check import rdma_check
-from ansible.module_utils.rackforge.units import PlanError, file_changes
+from ansible.module_utils.rackforge.rootfiles import commit_or_fail, queue
+from ansible.module_utils.rackforge.units import PlanError
 
 BASELINE, ACCEPTANCE, METRICS = "health-baseline.json", "acceptance.json", "rackforge.prom"
 
@@ -196,16 +197,11 @@ def run_checks(module, p, baseline):
 
 
 def write(module, dest, text, writes, diff):
-    """Queue dest (0644 root) when its content, mode or owner differs (units.file_changes decides)."""
-    have = read_state(dest)
-    want = {"dest": dest, "data": text.encode("utf-8"), "mode": 0o644, "uid": 0, "gid": 0, "owner": "root", "group": "root"}
+    """Queue dest (0644 root) when it differs (rootfiles.queue: units.file_changes decides)."""
     try:
-        if not file_changes(want, have):
-            return
+        queue(dest, text, writes, diff)
     except PlanError as exc:
         module.fail_json(msg="rackforge_health: %s; nothing was changed" % exc)
-    writes.append(want)
-    diff.append({"before_header": dest, "after_header": dest, "before": (have["data"] or b"").decode("utf-8", "replace"), "after": text})
 
 
 def finish(module, dirs, writes, diff, **result):
@@ -214,13 +210,8 @@ def finish(module, dirs, writes, diff, **result):
     for d in dirs:
         if not os.path.isdir(d):
             mkdirs += [m for m in missing_dirs(os.path.join(d, "x")) if m not in mkdirs]
-    written = mkdirs + [w["dest"] for w in writes]
-    if written and not module.check_mode:
-        try:
-            commit(writes, mkdirs, module.run_command)
-        except (OSError, StageError) as exc:
-            module.fail_json(msg="rackforge_health: could not write %s: %s; nothing was changed" % (", ".join(written), exc))
-    module.exit_json(changed=bool(written), written=written, diff=diff, **result)
+    commit_or_fail(module, "rackforge_health", writes, mkdirs)
+    module.exit_json(changed=bool(mkdirs or writes), written=mkdirs + [w["dest"] for w in writes], diff=diff, **result)
 
 
 def publish(module, textfile_dir, verdict):

@@ -11,7 +11,7 @@ description:
     sorted by key) where it differs, atomically; check mode and C(--diff) show it.
   - Writes each value to /proc/sys when it differs. On a host every key is applied. In a container (scope netns) only
     C(net.*) keys visible in the container's own network namespace are applied, which are the
-    per-namespace ones; every other key is reported in C(skipped) with the reason, and nothing
+    per-namespace ones; every other key is reported in C(not_applied) with the reason, and nothing
     is applied at all when the container shares the host's network namespace.
   - A read-only /proc/sys (podman's default) is reported, not fatal.
 options:
@@ -33,8 +33,8 @@ import errno
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge.filestage import StageError, commit, read_state
-from ansible.module_utils.rackforge.units import PlanError, file_changes
+from ansible.module_utils.rackforge.rootfiles import commit_or_fail, queue
+from ansible.module_utils.rackforge.units import PlanError
 
 # exists only in the initial network namespace: visible from a container = host network
 HOST_NETNS_SENTINEL = "net/core/netdev_max_backlog"
@@ -64,22 +64,13 @@ def persist(module, path, text):
     """Write path (0644 root) when it differs; returns (changed, diff)."""
     if not os.path.isabs(path):
         module.fail_json(msg="rackforge_sysctl: file must be an absolute path, got %r" % path)
-    want = {"dest": path, "data": text.encode("utf-8"), "mode": 0o644, "uid": 0, "gid": 0, "owner": "root", "group": "root"}
-    have = read_state(path)
+    writes, diff = [], []
     try:
-        if not file_changes(want, have):
-            return False, None
+        queue(path, text, writes, diff)
     except PlanError as exc:
         module.fail_json(msg="rackforge_sysctl: %s" % exc)
-    diff = {"before_header": path, "after_header": path, "before": (have["data"] or b"").decode("utf-8", "replace"), "after": text}
-    if not module.check_mode:
-        if not os.path.isdir(os.path.dirname(path)):
-            module.fail_json(msg="rackforge_sysctl: %s: directory %s does not exist" % (path, os.path.dirname(path)))
-        try:
-            commit([want], [], module.run_command)
-        except (OSError, StageError) as exc:
-            module.fail_json(msg="rackforge_sysctl: cannot write %s: %s" % (path, exc))
-    return True, diff
+    commit_or_fail(module, "rackforge_sysctl", writes)
+    return bool(writes), (diff[0] if diff else None)
 
 
 def main():
@@ -100,20 +91,20 @@ def main():
         scope = "netns" if in_container(module) else "host"
     root = p["proc_root"]
     shared_host_netns = scope == "netns" and os.path.exists(os.path.join(root, HOST_NETNS_SENTINEL))
-    # (not "skipped": Ansible reads a true "skipped" in a result as a skipped task)
-    applied, skipped, changed = [], [], file_changed
+    # (reported as not_applied, never "skipped": Ansible reads a true "skipped" in a result as a skipped task)
+    applied, not_applied, changed = [], [], file_changed
     for key in sorted(p["settings"]):
         want = _norm(p["settings"][key])
         path = os.path.join(root, *key.split("."))
         if scope == "netns" and not key.startswith("net."):
-            skipped.append({"key": key, "reason": "host-wide key: not applied from a container (persisted for the host's boot)"})
+            not_applied.append({"key": key, "reason": "host-wide key: not applied from a container (persisted for the host's boot)"})
             continue
         if shared_host_netns:
-            skipped.append({"key": key, "reason": "container shares the host's network namespace: nothing applied"})
+            not_applied.append({"key": key, "reason": "container shares the host's network namespace: nothing applied"})
             continue
         if not os.path.exists(path):
             reason = "not in this network namespace (host-wide key)" if scope == "netns" else "not present in this kernel"
-            skipped.append({"key": key, "reason": reason})
+            not_applied.append({"key": key, "reason": reason})
             continue
         with open(path) as fh:
             current = _norm(fh.read())
@@ -124,7 +115,7 @@ def main():
             # what the real run would meet: a read-only /proc/sys (access(2) says EROFS) is a key
             # not applied, not a change
             if not os.access(path, os.W_OK):
-                skipped.append({"key": key, "reason": "/proc/sys is read-only here: persisted for boot"})
+                not_applied.append({"key": key, "reason": "/proc/sys is read-only here: persisted for boot"})
                 continue
             changed = True
             applied.append(key)
@@ -134,12 +125,12 @@ def main():
                 fh.write(want + "\n")
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
-                skipped.append({"key": key, "reason": "/proc/sys is read-only here (%s): persisted for boot" % exc.strerror})
+                not_applied.append({"key": key, "reason": "/proc/sys is read-only here (%s): persisted for boot" % exc.strerror})
                 continue
             module.fail_json(msg="%s: cannot set %r: %s" % (key, want, exc.strerror))
         changed = True
         applied.append(key)
-    module.exit_json(changed=changed, applied=applied, not_applied=skipped, scope=scope, file_changed=file_changed, diff=diff or {})
+    module.exit_json(changed=changed, applied=applied, not_applied=not_applied, scope=scope, file_changed=file_changed, diff=diff or {})
 
 
 if __name__ == "__main__":

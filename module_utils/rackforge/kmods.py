@@ -24,8 +24,8 @@ def parse_params(text):
 
 def option_problems(options, params, options_var):
     """Error lines for options naming a module modinfo did not find or a parameter it lacks.
-    options: {module: {param: value}}; params: {module: [names] or None (modinfo -p failed: its stderr in
-    a tuple (None, stderr))}."""
+    options: {module: {param: value}}; params: {module: (parameter names, "") from `modinfo -p`, or
+    (None, why) where it failed}."""
     out = []
     for module in sorted(options):
         have, why = params.get(module, (None, "not read"))
