@@ -10,6 +10,14 @@ variable with its value and what is allowed, when:
   - a variable carries a role's prefix but no role declares it (a typo Ansible would ignore).
 The decisions live in module_utils/rackforge/settings.py (pure); this file only does I/O.
 
+A role's rules file may also hold `checks`: rules across settings, or against the inventory, that
+its value rules cannot state (the CNP priority differs from the lossless one, the networks are
+disjoint). Each is a Jinja expression templated for the host, like an assert's:
+  - {variable: name, that: expression, problem: text, when: expression}: `that` is true when the
+    settings agree; `problem` (templated) says what is wrong with `variable`, whose value is shown;
+  - {problems: expression, when: expression}: a list of {variable, value, problem}, from a filter.
+They run once every setting has passed its own rules (they read values those rules vouch for).
+
 `derived` (optional) names variables the role computes from its settings (rendered configs,
 command lines) whose rendering is itself a check: a filter that refuses an input raises, naming the
 setting. Each is templated for the host and must give a string; the reason it does not is a problem
@@ -61,7 +69,8 @@ def _role_files(loader, role):
             return loader.load_from_file(path, trusted_as_template=trusted) or {}
 
         spec = load("meta/argument_specs.yml").get("argument_specs", {}).get("main", {}).get("options", {})
-        _CACHE[role] = (spec, load("defaults/main.yml", trusted=True), load("meta/rules.yml").get("rules", {}))
+        rules = load("meta/rules.yml", trusted=True)  # its checks are templates
+        _CACHE[role] = (spec, load("defaults/main.yml", trusted=True), rules.get("rules", {}), rules.get("checks", []))
     return _CACHE[role]
 
 
@@ -92,6 +101,29 @@ class ActionModule(ActionBase):
                 )
         return problems
 
+    @staticmethod
+    def _checks(templar, variables, values, role, checks):
+        """Problems of a role's checks across settings (see the module docstring)."""
+        problems = []
+        for check in checks:
+            try:
+                if "when" in check and not templar.evaluate_conditional(check["when"]):
+                    continue
+                if "problems" in check:
+                    found = templar.template(check["problems"])
+                    if not isinstance(found, list) or not all(isinstance(p, dict) and {"variable", "problem"} <= set(p) for p in found):
+                        raise AnsibleError("rackforge_settings: %s's check %r gave no list of problems" % (role, check["problems"]))
+                    problems += [{"variable": p["variable"], "value": p.get("value"), "problem": p["problem"]} for p in found]
+                elif not templar.evaluate_conditional(check["that"]):
+                    name = check["variable"]
+                    value = values[name] if name in values else templar.template(variables.get(name))
+                    problems.append({"variable": name, "value": value, "problem": templar.template(check["problem"])})
+            except AnsibleError:
+                raise
+            except Exception as exc:  # a defect in the role's check, not in the inventory
+                raise AnsibleError("rackforge_settings: %s's check %r failed: %s" % (role, check, exc)) from exc
+        return problems
+
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         task_vars = task_vars or {}
@@ -104,9 +136,9 @@ class ActionModule(ActionBase):
             result.update(changed=False, validated=sorted(earlier), problems=[], msg="no role left to check")
             return result
         everything = all_roles()
-        specs, defaults, rules = {}, {}, {}
+        specs, defaults, rules, checks = {}, {}, {}, {}
         for role in everything:
-            spec, dflt, rule = _role_files(self._loader, role)
+            spec, dflt, rule, checks[role] = _role_files(self._loader, role)
             specs[role], rules[role] = spec, rule
             defaults.update(dflt)
 
@@ -143,6 +175,10 @@ class ActionModule(ActionBase):
         known = {name for spec in specs.values() for name in spec}
         prefixes = tuple(role + "_" for role in everything)
         problems += settings.unknown_names([n for n in task_vars if isinstance(n, str)], prefixes, known)
+
+        if not problems:  # the checks read settings their own rules vouch for
+            for role in roles:
+                problems += self._checks(templar, variables, values, role, checks[role])
 
         derived = self._task.args.get("derived") or []
         if not isinstance(derived, list):

@@ -58,17 +58,22 @@ def _network(cidr, what):
         raise AnsibleFilterError("%s: %r is not a CIDR (like 10.0.0.0/16)" % (what, cidr)) from exc
 
 
-def cidrs_overlap(cidrs):
-    """Pairs of CIDRs (from a list, or a dict name -> CIDR) that overlap; [] when none do.
-
-    Each pair is [name_or_cidr, name_or_cidr]; a malformed CIDR fails naming it."""
-    items = list(cidrs.items()) if isinstance(cidrs, dict) else [(c, c) for c in cidrs]
-    nets = [(name, _network(c, "cidrs_overlap")) for name, c in items]
+def cidr_overlap_problems(named, why="must be disjoint"):
+    """The overlaps among networks, as settings problems: `named` maps a variable to its CIDR or
+    list of CIDRs; each overlapping pair is one {variable, value, problem} on the first of the
+    two ("overlaps <other variable> <other CIDR> (<why>)"). A malformed CIDR is skipped: its own
+    format rule names it."""
+    nets = []
+    for var, value in named.items():
+        many = isinstance(value, (list, tuple))
+        for i, cidr in enumerate(value if many else [value]):
+            if cidr_problem(cidr, var) == "":
+                nets.append(("%s[%d]" % (var, i) if many else var, var, str(cidr), netaddr.IPNetwork(str(cidr))))
     found = []
-    for i, (name_a, a) in enumerate(nets):
-        for name_b, b in nets[i + 1 :]:
+    for i, (path_a, _var_a, cidr_a, a) in enumerate(nets):
+        for _path_b, var_b, cidr_b, b in nets[i + 1 :]:
             if a.first <= b.last and b.first <= a.last:
-                found.append([name_a, name_b])
+                found.append({"variable": path_a, "value": cidr_a, "problem": "overlaps %s %s (%s)" % (var_b, cidr_b, why)})
     return found
 
 
@@ -157,7 +162,7 @@ class FilterModule:
             "tcp_buffer_sizes": _wrap(NETMATH.tcp_buffer_sizes),
             "dscp_to_tos": _wrap(NETMATH.dscp_to_tos),
             "nearest_clock_pair": _wrap(GPU.nearest_clock_pair),
-            "cidrs_overlap": cidrs_overlap,
+            "cidr_overlap_problems": cidr_overlap_problems,
             "interfaces_in_cidr": interfaces_in_cidr,
             "cidr_problem": cidr_problem,
             "k8s_label_problems": k8s_label_problems,

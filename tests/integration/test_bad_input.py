@@ -19,11 +19,11 @@ CASES = [
     ({"rdma_roce_cable_len_m": "seven"}, 'rdma_roce_cable_len_m = "seven": must be an integer'),
     ({"rdma_roce_mtu": 900}, "rdma_roce_mtu = 900: must be 1500..9978"),
     ({"rdma_roce_cable_len_m": 1000}, "rdma_roce_cable_len_m = 1000: must be 1..999"),  # the mlx5 kernel ignores >= 1000 m
-    ({"rdma_roce_cnp_priority": 3}, "rdma_roce_cnp_priority 3 must differ from rdma_roce_lossless_priority 3"),
-    ({"rdma_roce_dscp": 40}, "rdma_roce_dscp 40 goes to priority 5 but rdma_roce_lossless_priority is 3"),
+    ({"rdma_roce_cnp_priority": 3}, "rdma_roce_cnp_priority = 3: must differ from rdma_roce_lossless_priority 3"),
+    ({"rdma_roce_dscp": 40}, "rdma_roce_dscp = 40: goes to priority 5 but rdma_roce_lossless_priority is 3"),
     (
         {"rdma_roce_buffer_mode": "manual", "rdma_roce_lossless_buffer_bytes": 60000},
-        "rdma_roce_lossless_buffer_bytes 60000 cannot hold the PFC headroom",
+        "rdma_roce_lossless_buffer_bytes = 60000: cannot hold the PFC headroom",
     ),
     (
         {"rdma_roce_module_options": {"ib_uverbs": {"disable_raw_qp": 0}}},
@@ -121,16 +121,19 @@ CASES = [
     ),
     ({"kubernetes_node_kube_reserved": {"memory": "2GB"}}, "kubernetes_node_kube_reserved.memory: '2GB' is not a Kubernetes quantity"),
     ({"container_runtime_kernel_modules": ["overlay", "br_netfiltr"]}, "this kernel has no module br_netfiltr"),
-    ({"container_runtime_default_runtime": "kata"}, "container_runtime_default_runtime must be one of auto, runc, nvidia (got 'kata')"),
+    (
+        {"container_runtime_default_runtime": "kata"},
+        'container_runtime_default_runtime = "kata": must be one of auto, runc, nvidia (the runtimes this host registers)',
+    ),
     # Kubernetes: cluster-wide settings stop every host
     (
         {"kubernetes_control_plane_pod_cidr": "10.89.0.0/16"},
-        "kubernetes_control_plane_pod_cidr 10.89.0.0/16 overlaps kubernetes_node_network_cidr 10.89.77.0/24",
+        'kubernetes_control_plane_pod_cidr = "10.89.0.0/16": overlaps kubernetes_node_network_cidr 10.89.77.0/24',
         "all",
     ),
     (
         {"kubernetes_control_plane_service_cidr": "10.201.0.0/20"},
-        "kubernetes_control_plane_service_cidr 10.201.0.0/20 overlaps kubernetes_control_plane_rdma_cidrs 10.201.0.0/16",
+        'kubernetes_control_plane_service_cidr = "10.201.0.0/20": overlaps kubernetes_control_plane_rdma_cidrs 10.201.0.0/16',
         "all",
     ),
     (

@@ -104,12 +104,14 @@ def test_tcp_buffer_sizes_from_bdp():
     assert F["tcp_buffer_sizes"](400, 200)["net.core.rmem_max"] == 2147483647
 
 
-def test_cidrs_overlap():
-    assert F["cidrs_overlap"](["10.0.0.0/16", "10.1.0.0/16", "192.168.0.0/24"]) == []
-    named = {"pod": "10.244.0.0/16", "service": "10.96.0.0/12", "rdma": "10.244.8.0/24"}
-    assert F["cidrs_overlap"](named) == [["pod", "rdma"]]
-    with pytest.raises(AnsibleFilterError, match=re.escape("'10.0.0.300/8' is not a CIDR")):
-        F["cidrs_overlap"](["10.0.0.300/8"])
+def test_cidr_overlap_problems_name_the_first_setting_of_each_pair_and_skip_malformed_ones():
+    assert F["cidr_overlap_problems"]({"a": "10.0.0.0/16", "b": "10.1.0.0/16", "c": ["192.168.0.0/24"]}) == []
+    named = {"pod": "10.244.0.0/16", "service": "10.96.0.0/12", "rdma": ["10.1.0.0/24", "10.244.8.0/24"], "bad": "10.0.0.300/8"}
+    assert F["cidr_overlap_problems"](named, "must be disjoint") == [
+        {"variable": "pod", "value": "10.244.0.0/16", "problem": "overlaps rdma 10.244.8.0/24 (must be disjoint)"}
+    ]
+    # an item of a list is named with its index
+    assert F["cidr_overlap_problems"]({"rdma": ["10.0.0.0/8"], "node": "10.89.77.0/24"})[0]["variable"] == "rdma[0]"
 
 
 FACTS = {

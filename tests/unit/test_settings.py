@@ -109,6 +109,27 @@ def test_every_rule_file_names_declared_variables_and_valid_rule_kinds():
                 s.check_value(name, "probe", rule, {})
 
 
+def test_every_check_across_settings_is_well_formed():
+    """meta/rules.yml `checks` (templated by the rackforge_settings action): each names a declared
+    variable with its `that` and `problem`, or gives a `problems` expression; nothing else."""
+    declared = {name for role in ROLES for name in spec(role)}
+    seen = 0
+    for role in ROLES:
+        data = yaml.safe_load((ROOT / "roles" / role / "meta" / "rules.yml").read_text()) or {}
+        assert set(data) <= {"rules", "checks"}, (role, set(data))
+        for check in data.get("checks", []):
+            seen += 1
+            if "problems" in check:
+                assert set(check) <= {"problems", "when"}, (role, check)
+            else:
+                assert set(check) <= {"variable", "that", "problem", "when"} and {"variable", "that", "problem"} <= set(check), (
+                    role,
+                    check,
+                )
+                assert check["variable"] in declared, (role, check["variable"])
+    assert seen >= 8
+
+
 def test_every_default_satisfies_its_spec_and_rules():
     """A role's own defaults are valid (where they are not templates or required settings)."""
     for role in ROLES:

@@ -118,3 +118,39 @@ def test_cdi_cri_needs_containerds_cdi_on_gpu_nodes_and_a_repository_needs_its_p
     )
     assert result.get("failed") and "container_runtime_repository" in result["msg"] and "needs key_checksum" in result["msg"], result["msg"]
     assert "container_runtime_package_version" in result["msg"]  # a Debian revision is not an upstream version
+
+
+# the node's hardware profile the RoCE role reads (any 400 Gb/s NIC)
+RDMA = {"rdma_roce_hardware": {"rdma_nic_count": 8, "rdma_rate_gbps": 400}}
+
+
+def test_checks_across_settings_name_the_variable_and_run_only_once_its_own_rules_pass(tmp_path):
+    # a `that` check: the CNP priority must differ from the lossless one
+    result, _out = check(tmp_path, {"roles": ["rdma_roce"]}, dict(RDMA, rdma_roce_cnp_priority=3, rdma_roce_lossless_priority=3))
+    assert result.get("failed") and "rdma_roce_cnp_priority = 3: must differ from rdma_roce_lossless_priority 3" in result["msg"], result
+    # a `when` turns it off: with trust pcp the DSCP is not mapped by the default dscp2prio map
+    ok, _out = check(tmp_path, {"roles": ["rdma_roce"]}, dict(RDMA, rdma_roce_dscp=40, rdma_roce_trust="pcp"))
+    assert not ok.get("failed"), ok["msg"]
+    bad, _out = check(tmp_path, {"roles": ["rdma_roce"]}, dict(RDMA, rdma_roce_dscp=40))
+    assert "rdma_roce_dscp = 40: goes to priority 5 but rdma_roce_lossless_priority is 3" in bad["msg"], bad["msg"]
+    # a value its own rule refuses is reported once, by that rule (the check would read nonsense)
+    bad, _out = check(tmp_path, {"roles": ["rdma_roce"]}, dict(RDMA, rdma_roce_cnp_priority=9))
+    assert "rdma_roce_cnp_priority = 9: must be 0..7" in bad["msg"] and "must differ" not in bad["msg"], bad["msg"]
+    # a `problems` check (a filter's list): the networks overlap, named by the first of each pair
+    nets = {"kubernetes_control_plane_service_cidr": "10.201.0.0/20", "kubernetes_control_plane_rdma_cidrs": ["10.201.0.0/16"]}
+    bad, _out = check(tmp_path, {"roles": ["kubernetes_control_plane"]}, dict(nets, kubernetes_node_network_cidr="10.89.77.0/24"))
+    assert (
+        'kubernetes_control_plane_service_cidr = "10.201.0.0/20": overlaps kubernetes_control_plane_rdma_cidrs 10.201.0.0/16' in bad["msg"]
+    )
+    # against the inventory: the control-plane host must be one of kube_control_plane (none here)
+    bad, _out = check(
+        tmp_path,
+        {"roles": ["kubernetes_node"]},
+        {
+            "kubernetes_node_control_plane_host": "cp9",
+            "kubernetes_node_api_endpoint": "cp9:6443",
+            "kubernetes_node_network_cidr": "10.89.77.0/24",
+            "kubernetes_node_repo_key_checksum": "c" * 64,
+        },
+    )
+    assert 'kubernetes_node_control_plane_host = "cp9": must name the inventory host that creates join tokens' in bad["msg"], bad["msg"]
