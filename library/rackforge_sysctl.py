@@ -13,13 +13,26 @@ description:
     C(net.*) keys visible in the container's own network namespace are applied, which are the
     per-namespace ones; every other key is reported in C(not_applied) with the reason, and nothing
     is applied at all when the container shares the host's network namespace.
-  - A read-only /proc/sys (podman's default) is reported, not fatal.
+  - A read-only /proc/sys (podman's default) is reported, not fatal; with O(report) the keys not
+    applied now are a warning of the task (they wait for the next boot).
+  - With O(congestion_control), also decides C(net.ipv4.tcp_congestion_control) from what the
+    kernel offers (C(tcp_available_congestion_control)): C(auto) is bbr where the kernel has it,
+    built in or as the module C(tcp_bbr) (C(modinfo)), else cubic; a name must be offered or be a
+    C(tcp_<name>) module, else the call fails before any change, naming O(congestion_control_var).
+    A module it needs is loaded (C(modprobe)) and listed in O(module_load_file) for every boot,
+    written together with O(file), both or neither.
 options:
   settings: {description: "key -> value (e.g. net.ipv4.tcp_rmem: 4096 87380 16777216).", type: dict, required: true}
   scope: {description: auto detects a container., type: str, default: auto, choices: [auto, host, netns]}
   proc_root: {description: Where /proc/sys is., type: path, default: /proc/sys}
   file: {description: "The sysctl.d file that persists the settings ('' = none written).", type: str, default: ""}
   header: {description: Comment lines at the top of O(file) (each gets a leading C(# ))., type: str, default: Managed by rackforge}
+  congestion_control: {description: "auto, an algorithm (bbr, cubic, ...), or '' to leave it to O(settings).", type: str, default: ""}
+  congestion_control_var: {description: Where O(congestion_control) came from (named in errors)., type: str, default: congestion_control}
+  module_load_file: {description: "The modules-load.d file for a congestion control module ('' = none written).", type: str, default: ""}
+  owner: {description: What O(module_load_file)'s header names as its owner (a role)., type: str, default: rackforge}
+  sysfs_root: {description: Where sysfs is (which modules are loaded)., type: path, default: /sys}
+  report: {description: Warn about the keys not applied now., type: bool, default: false}
 """
 
 RETURN = r"""
@@ -27,12 +40,15 @@ applied: {description: Keys whose value now equals the request (changed or alrea
 not_applied: {description: "[{key, reason}] not applied now (persisted for boot).", type: list, returned: always}
 file_changed: {description: O(file) was written (or would be)., type: bool, returned: always}
 scope: {description: The scope used., type: str, returned: always}
+congestion_control: {description: The algorithm chosen (with O(congestion_control))., type: str, returned: always}
+loaded: {description: The congestion control module loaded by this call (or that would be)., type: list, returned: always}
 """
 
 import errno
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV, kmods
 from ansible.module_utils.rackforge.rootfiles import commit_or_fail, queue
 from ansible.module_utils.rackforge.units import PlanError
 
@@ -60,17 +76,60 @@ def render(header, settings):
     return "".join(lines + ["%s = %s\n" % (key, _norm(settings[key])) for key in sorted(settings)])
 
 
-def persist(module, path, text):
-    """Write path (0644 root) when it differs; returns (changed, diff)."""
-    if not os.path.isabs(path):
-        module.fail_json(msg="rackforge_sysctl: file must be an absolute path, got %r" % path)
+def choose_congestion_control(want, offered, has_module, var):
+    """(algorithm, module to load or None) for a request: `auto` is bbr where the kernel offers it
+    or has tcp_bbr, else cubic; a name must be offered or be a module (has_module(name) -> bool).
+    Raises ValueError naming the variable."""
+    if want == "auto":
+        if "bbr" in offered:
+            return "bbr", None
+        return ("bbr", "tcp_bbr") if has_module("tcp_bbr") else ("cubic", None)
+    if want in offered:
+        return want, None
+    if has_module("tcp_" + want):
+        return want, "tcp_" + want
+    raise ValueError(
+        "%s = %r: this kernel offers %s and has no module tcp_%s" % (var, want, ", ".join(offered) or "no algorithm at all", want)
+    )
+
+
+def congestion_control(module, p, settings):
+    """Decide the algorithm (into settings) and the module it needs; (algorithm, module or None)."""
+    path = os.path.join(p["proc_root"], "net", "ipv4", "tcp_available_congestion_control")
+    try:
+        with open(path) as fh:
+            offered = fh.read().split()
+    except OSError:
+        offered = []
+    modinfo = module.get_bin_path("modinfo")
+
+    def has_module(name):
+        return bool(modinfo) and module.run_command([modinfo, "-F", "name", name], environ_update=C_ENV)[0] == 0
+
+    try:
+        algorithm, kmod = choose_congestion_control(p["congestion_control"], offered, has_module, p["congestion_control_var"])
+    except ValueError as exc:
+        module.fail_json(msg="%s. Nothing was changed." % exc)
+    settings["net.ipv4.tcp_congestion_control"] = algorithm
+    return algorithm, kmod
+
+
+def persist(module, p, settings, kmod):
+    """Write O(file) and the module's boot list (0644 root) where they differ, both or neither;
+    returns (changed, diff entries)."""
+    for key in ("file", "module_load_file"):
+        if p[key] and not os.path.isabs(p[key]):
+            module.fail_json(msg="rackforge_sysctl: %s must be an absolute path, got %r" % (key, p[key]))
     writes, diff = [], []
     try:
-        queue(path, text, writes, diff)
+        if p["file"]:
+            queue(p["file"], render(p["header"], settings), writes, diff)
+        if kmod and p["module_load_file"]:
+            queue(p["module_load_file"], kmods.load_file(p["owner"], [kmod]), writes, diff)
     except PlanError as exc:
         module.fail_json(msg="rackforge_sysctl: %s" % exc)
     commit_or_fail(module, "rackforge_sysctl", writes)
-    return bool(writes), (diff[0] if diff else None)
+    return bool(writes), diff
 
 
 def main():
@@ -81,20 +140,41 @@ def main():
             "proc_root": {"type": "path", "default": "/proc/sys"},
             "file": {"type": "str", "default": ""},
             "header": {"type": "str", "default": "Managed by rackforge"},
+            "congestion_control": {"type": "str", "default": ""},
+            "congestion_control_var": {"type": "str", "default": "congestion_control"},
+            "module_load_file": {"type": "str", "default": ""},
+            "owner": {"type": "str", "default": "rackforge"},
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "report": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
     p = module.params
-    file_changed, diff = persist(module, p["file"], render(p["header"], p["settings"])) if p["file"] else (False, None)
+    settings = dict(p["settings"])
+    algorithm, kmod = congestion_control(module, p, settings) if p["congestion_control"] else ("", None)
+    if kmod and os.path.isdir(os.path.join(p["sysfs_root"], "module", kmods.sysfs_name(kmod))):
+        kmod_load = None
+    else:
+        kmod_load = kmod
+    file_changed, diff = persist(module, p, settings, kmod)
+    if kmod_load and not module.check_mode:
+        rc, out, err = module.run_command([module.get_bin_path("modprobe", required=True), kmod_load], environ_update=C_ENV)
+        if rc != 0:
+            module.fail_json(
+                msg="rackforge_sysctl: modprobe %s failed (rc %d): %s" % (kmod_load, rc, (err or out).strip()),
+                rc=rc,
+                stdout=out,
+                stderr=err,
+            )
     scope = p["scope"]
     if scope == "auto":
         scope = "netns" if in_container(module) else "host"
     root = p["proc_root"]
     shared_host_netns = scope == "netns" and os.path.exists(os.path.join(root, HOST_NETNS_SENTINEL))
     # (reported as not_applied, never "skipped": Ansible reads a true "skipped" in a result as a skipped task)
-    applied, not_applied, changed = [], [], file_changed
-    for key in sorted(p["settings"]):
-        want = _norm(p["settings"][key])
+    applied, not_applied, changed = [], [], file_changed or bool(kmod_load)
+    for key in sorted(settings):
+        want = _norm(settings[key])
         path = os.path.join(root, *key.split("."))
         if scope == "netns" and not key.startswith("net."):
             not_applied.append({"key": key, "reason": "host-wide key: not applied from a container (persisted for the host's boot)"})
@@ -130,7 +210,19 @@ def main():
             module.fail_json(msg="%s: cannot set %r: %s" % (key, want, exc.strerror))
         changed = True
         applied.append(key)
-    module.exit_json(changed=changed, applied=applied, not_applied=not_applied, scope=scope, file_changed=file_changed, diff=diff or {})
+    if p["report"] and not_applied:
+        where = " (persisted in %s)" % p["file"] if p["file"] else ""
+        module.warn("not applied now, scope %s%s: %s" % (scope, where, "; ".join("%s (%s)" % (s["key"], s["reason"]) for s in not_applied)))
+    module.exit_json(
+        changed=changed,
+        applied=applied,
+        not_applied=not_applied,
+        scope=scope,
+        file_changed=file_changed,
+        congestion_control=algorithm,
+        loaded=[kmod_load] if kmod_load else [],
+        diff=diff,
+    )
 
 
 if __name__ == "__main__":

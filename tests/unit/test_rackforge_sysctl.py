@@ -108,8 +108,61 @@ def test_the_file_is_written_once_and_shown_in_check_mode(tmp_path, capsys):
     }
     preview = run(dict(args, _ansible_check_mode=True), capsys)
     assert preview["changed"] and preview["file_changed"] and not conf.exists()
-    assert preview["diff"]["after"] == "# one\n# two\nnet.ipv4.tcp_rmem = 4096 87380 16777216\n"
+    assert preview["diff"][0]["after"] == "# one\n# two\nnet.ipv4.tcp_rmem = 4096 87380 16777216\n"
     first = run(args, capsys)
-    assert first["changed"] and conf.read_text() == preview["diff"]["after"] and oct(conf.stat().st_mode & 0o777) == "0o644"
+    assert first["changed"] and conf.read_text() == preview["diff"][0]["after"] and oct(conf.stat().st_mode & 0o777) == "0o644"
     again = run(args, capsys)
     assert not again["changed"] and not again["file_changed"]
+
+
+def test_congestion_control_auto_is_bbr_where_the_kernel_has_it_else_cubic_and_a_missing_one_is_refused():
+    pick = rackforge_sysctl.choose_congestion_control
+    assert pick("auto", ["reno", "bbr", "cubic"], lambda m: False, "v") == ("bbr", None)
+    assert pick("auto", ["reno", "cubic"], lambda m: m == "tcp_bbr", "v") == ("bbr", "tcp_bbr")
+    assert pick("auto", ["reno", "cubic"], lambda m: False, "v") == ("cubic", None)
+    assert pick("htcp", ["reno", "cubic"], lambda m: m == "tcp_htcp", "v") == ("htcp", "tcp_htcp")
+    with pytest.raises(
+        ValueError, match="network_tuning_congestion_control = 'dctcp': this kernel offers reno, cubic and has no module tcp_dctcp"
+    ):
+        pick("dctcp", ["reno", "cubic"], lambda m: False, "network_tuning_congestion_control")
+
+
+def test_a_congestion_control_module_is_loaded_and_listed_for_boot_with_the_sysctl_file(tmp_path, capsys, monkeypatch):
+    """tcp_bbr as a module (hwsim's modinfo/modprobe): loaded now, listed in modules-load.d and the
+    algorithm persisted, in one call; a second run changes nothing; an unknown one changes nothing."""
+    from ansible.module_utils.basic import AnsibleModule
+    from hwsim_helper import Sim
+
+    (tmp_path / "sim").mkdir()
+    sim = Sim(tmp_path / "sim", driver=None)
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(AnsibleModule, "get_bin_path", sim.get_bin_path())
+    root = proc(tmp_path / "proc", {"net.ipv4.tcp_available_congestion_control": "reno cubic", "net.ipv4.tcp_congestion_control": "cubic"})
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    args = {
+        "settings": {"net.core.default_qdisc": "fq"},
+        "congestion_control": "auto",
+        "congestion_control_var": "network_tuning_congestion_control",
+        "module_load_file": str(etc / "modules.conf"),
+        "owner": "roles/network_tuning",
+        "file": str(etc / "sysctl.conf"),
+        "scope": "host",
+        "proc_root": str(root),
+        "sysfs_root": str(sim.sysfs),
+    }
+    res = run(args, capsys)
+    assert res["changed"] and res["congestion_control"] == "bbr" and res["loaded"] == ["tcp_bbr"], res
+    assert "tcp_bbr" in json.loads((sim.tmp / "run" / "modules.json").read_text())
+    assert (etc / "modules.conf").read_text().splitlines()[1:] == ["tcp_bbr"]
+    assert "net.ipv4.tcp_congestion_control = bbr" in (etc / "sysctl.conf").read_text()
+    assert (root / "net/ipv4/tcp_congestion_control").read_text() == "bbr\n"
+    again = run(args, capsys)
+    assert not again["changed"] and again["loaded"] == [], again
+    before = {p.name: p.read_text() for p in etc.iterdir()}
+    with patch_module_args(dict(args, congestion_control="dctcp")), pytest.raises(SystemExit):
+        rackforge_sysctl.main()
+    out = json.loads(capsys.readouterr().out)
+    assert out["failed"] and "network_tuning_congestion_control = 'dctcp'" in out["msg"] and "Nothing was changed" in out["msg"]
+    assert {p.name: p.read_text() for p in etc.iterdir()} == before
