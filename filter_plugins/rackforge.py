@@ -86,7 +86,7 @@ def interface_for_cidr(facts, cidr):
     facts: the output of `ip -j addr show` (a list) or gathered facts (ansible_facts or
     hostvars). Fails when none or several match, so a multi-NIC GPU node never silently picks an
     RDMA address (module_utils/rackforge/netaddrs.py decides; the node IP itself comes from the
-    rackforge_node_ip_facts module)."""
+    kubelet_reservation_facts module)."""
     try:
         return ADDRS.the_address_in(facts, cidr)
     except ADDRS.AddressError as exc:

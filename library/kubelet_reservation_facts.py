@@ -12,6 +12,11 @@ description:
     reservations (module_utils/rackforge/kubelet.py; C(auto)) or checks the operator's maps, and
     fails before any change when a value is not a Kubernetes quantity, names an unknown resource
     or eviction signal, or leaves the node no memory or CPU for pods.
+  - With O(network_cidr), also finds the node IP the kubelet registers with: C(ip -j addr show),
+    the one IPv4 address inside O(network_cidr), published as the fact C(rackforge_node_ip)
+    (interface, address, MTU, cidr; kubernetes_node, kubernetes_control_plane and calico read it).
+    None or several fail, naming what was found, so a multi-NIC GPU node never silently picks an
+    RDMA NIC's address for Kubernetes.
   - Publishes the fact C(rackforge_kubelet_reservations) with the drop-in KubeletConfiguration
     document (C(document)) and the node's capacity, reserved and allocatable memory (bytes) and
     CPUs, which kubernetes_node writes and the join gate reads.
@@ -59,6 +64,8 @@ options:
     type: bool
     default: false
   prefix: {description: The variables' prefix, named in errors., type: str, default: kubernetes_node_}
+  network_cidr: {description: "The management network the node IP is taken from ('' = no node IP).", type: str, default: ""}
+  host: {description: The host's name in the node IP's error message., type: str, default: ""}
   proc_root: {description: Where /proc is (tests)., type: path, default: /proc}
   sys_root: {description: "Where /sys is (tests): the NUMA nodes are the node<N> of devices/system/node.", type: path, default: /sys}
 """
@@ -71,17 +78,21 @@ ansible_facts:
     managers (the manager fields written), cpu_manager: {policy, checkpoint (the policy the node's
     kubelet ran with, null without a checkpoint), reset (the checkpoint must go before the kubelet restarts)},
     node_name (the Node's name), joined (the kubelet's kubeconfig exists: its kubelet must run), serving_certificate (the
-    kubelet has its serving certificate: nothing to wait for at CSR approval).
+    kubelet has its serving certificate: nothing to wait for at CSR approval); with O(network_cidr),
+    rackforge_node_ip: {interface, address, mtu, cidr}.
   returned: success
   type: dict
 """
 
+import json
 import os
 import re
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge import kubelet_managers as km
 from ansible.module_utils.rackforge.kubelet import GIB, QuantityError, config_document, meminfo_total, plan
+from ansible.module_utils.rackforge.netaddrs import AddressError, addresses_in, describe
 
 
 def _read(path):
@@ -99,6 +110,27 @@ def _read_or_none(module, path):
         return None
     except OSError as exc:
         module.fail_json(msg="cannot read %s: %s" % (path, exc))
+
+
+def node_ip(module, cidr, source, host):
+    """The one IPv4 address in cidr: {interface, address, mtu, cidr}; fails naming what it found."""
+    ip = module.get_bin_path("ip")
+    if not ip:
+        module.fail_json(msg="ip (iproute2) is not installed: cannot read the node's addresses")
+    rc, out, err = module.run_command([ip, "-j", "addr", "show"], environ_update=C_ENV)
+    if rc != 0:
+        module.fail_json(msg="ip -j addr show failed", rc=rc, stdout=out, stderr=err)
+    try:
+        found = addresses_in(json.loads(out), cidr)
+    except (ValueError, AddressError) as exc:
+        module.fail_json(msg="%s %s: %s" % (source, cidr, exc), rc=rc, stdout=out, stderr=err)
+    if len(found) != 1:
+        module.fail_json(
+            msg="%s %s must match exactly one interface address on %s (the node IP); found %s"
+            % (source, cidr, host or "this host", describe(found)),
+            found=found,
+        )
+    return dict(found[0], cidr=cidr)
 
 
 def main():
@@ -122,10 +154,13 @@ def main():
             "prefix": {"type": "str", "default": "kubernetes_node_"},
             "proc_root": {"type": "path", "default": "/proc"},
             "sys_root": {"type": "path", "default": "/sys"},
+            "network_cidr": {"type": "str", "default": ""},
+            "host": {"type": "str", "default": ""},
         },
         supports_check_mode=True,
     )
     p = module.params
+    facts = {"rackforge_node_ip": node_ip(module, p["network_cidr"], p["prefix"] + "network_cidr", p["host"])} if p["network_cidr"] else {}
     try:
         mem = meminfo_total(_read(os.path.join(p["proc_root"], "meminfo")))
         cpu_ids = {
@@ -180,7 +215,8 @@ def main():
         joined=os.path.exists(p["kubelet_kubeconfig"]),
         serving_certificate=os.path.exists(p["kubelet_serving_cert"]),
     )
-    module.exit_json(changed=False, ansible_facts={"rackforge_kubelet_reservations": fact})
+    facts["rackforge_kubelet_reservations"] = fact
+    module.exit_json(changed=False, ansible_facts=facts)
 
 
 if __name__ == "__main__":

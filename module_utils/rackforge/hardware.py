@@ -111,3 +111,33 @@ def preflight_findings(hw, expected):
             "kernel %s is older than the supported minimum %s" % (hw["kernel"], expected["min_kernel"]),
         )
     return findings
+
+
+def os_findings(os_name, service_mgr, supported):
+    """The OS against the supported list ('' or [] = not checked) and systemd as the service
+    manager, as findings like preflight_findings'."""
+    findings = []
+    if supported and os_name and os_name not in supported:
+        message = "preflight_supported_os: %s is not supported (supported: %s)" % (os_name, ", ".join(supported))
+        findings.append(
+            {"check": "os", "variable": "preflight_supported_os", "expected": supported, "observed": os_name, "message": message}
+        )
+    if service_mgr and service_mgr != "systemd":
+        message = "systemd: service manager is %s, rackforge needs systemd" % service_mgr
+        findings.append(
+            {"check": "service_mgr", "variable": "service_mgr", "expected": "systemd", "observed": service_mgr, "message": message}
+        )
+    return findings
+
+
+def preflight_warnings(hw, messages, enforce, warn_swap):
+    """What the run should say without failing: Secure Boot on, swap on, and the findings
+    themselves when they are not enforced."""
+    out = []
+    if hw.get("secure_boot") == "enabled":
+        out.append("Secure Boot is enabled; the driver's DKMS modules must be signed (MOK) or loading fails.")
+    if warn_swap and hw.get("swap_mb", 0) > 0:
+        out.append("swap is on (%d MiB); the kubernetes roles turn it off." % hw["swap_mb"])
+    if not enforce:
+        out += ["PREFLIGHT WARNING: %s" % m for m in messages]
+    return out

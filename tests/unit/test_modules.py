@@ -8,8 +8,9 @@ import json
 import nvidia_gpu_info
 import nvlink_health
 import pytest
-import rackforge_preflight_info
+import rackforge_preflight_facts
 import rdma_health
+from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 from hwsim_helper import Sim
 
@@ -17,6 +18,8 @@ from hwsim_helper import Sim
 def run_module(mod, args, sim, monkeypatch, capsys):
     for key, value in sim.env.items():
         monkeypatch.setenv(key, value)
+    # a real module runs in a process of its own: no warning of an earlier call in this one
+    monkeypatch.setattr(ansible_warnings, "_global_warnings", {})
     with patch_module_args(args), pytest.raises(SystemExit):
         mod.main()
     return json.loads(capsys.readouterr().out)
@@ -163,10 +166,47 @@ def test_preflight_info_missing_gpu(tmp_path, monkeypatch, capsys):
     sim = Sim(tmp_path)
     sim.run("hwsim", "fault", "add", "gpu_missing", "gpu=5")
     args = {"sysfs_root": str(sim.sysfs), "expected": {"gpu_count": 8, "gpu_pci_ids": ["10de:2330"]}}
-    res = run_module(rackforge_preflight_info, args, sim, monkeypatch, capsys)
+    res = run_module(rackforge_preflight_facts, args, sim, monkeypatch, capsys)
     assert [f["message"] for f in res["findings"]] == [
         "preflight_hardware.gpu_count: expected 8 GPUs (PCI ids 10de:2330), found 7 on the PCI bus"
     ]
+
+
+def warnings(result):
+    """The texts of a result's warnings (ansible-core 2.19 returns each as an event)."""
+    return [w["event"]["msg"] if isinstance(w, dict) else w for w in result.get("warnings", [])]
+
+
+def test_preflight_facts_set_the_public_fact_fail_on_findings_when_enforced_and_warn_otherwise(tmp_path, monkeypatch, capsys):
+    sim = Sim(tmp_path)
+    sim.run("hwsim", "fault", "add", "gpu_missing", "gpu=5")
+    args = {
+        "sysfs_root": str(sim.sysfs),
+        "expected": {"gpu_count": 8, "gpu_pci_ids": ["10de:2330"]},
+        "os": "Debian-11",
+        "service_mgr": "systemd",
+        "supported_os": ["Debian-12", "Debian-13"],
+        "host": "node9",
+    }
+    res = run_module(rackforge_preflight_facts, dict(args, enforce=True), sim, monkeypatch, capsys)
+    want = [
+        "preflight_supported_os: Debian-11 is not supported (supported: Debian-12, Debian-13)",
+        "preflight_hardware.gpu_count: expected 8 GPUs (PCI ids 10de:2330), found 7 on the PCI bus",
+    ]
+    assert res["failed"] and res["msg"] == "node9: preflight failed: " + "; ".join(want)
+    # not enforced: the same findings are warnings, and the fact says what later roles read
+    res = run_module(rackforge_preflight_facts, dict(args, enforce=False), sim, monkeypatch, capsys)
+    fact = res["ansible_facts"]["rackforge_preflight"]
+    assert not res.get("failed") and not fact["passed"] and fact["messages"] == want
+    assert fact["gpus_on_pci_bus"] == 7 and fact["nvswitches_on_pci_bus"] == 4 and fact["sysfs_root"] == str(sim.sysfs)
+    assert ["node9: PREFLIGHT WARNING: " + m for m in want] == [w for w in warnings(res) if "PREFLIGHT" in w]
+    # a supported OS with systemd and the GPUs all there: passed, nothing to say
+    ok = run_module(
+        rackforge_preflight_facts, dict(args, os="Debian-12", expected={"gpu_count": 7}, enforce=True), sim, monkeypatch, capsys
+    )
+    assert ok["ansible_facts"]["rackforge_preflight"]["passed"] and not [w for w in warnings(ok) if "PREFLIGHT" in w]
+    bad = run_module(rackforge_preflight_facts, dict(args, os="Debian-12", service_mgr="sysvinit", expected={}), sim, monkeypatch, capsys)
+    assert bad["ansible_facts"]["rackforge_preflight"]["messages"] == ["systemd: service manager is sysvinit, rackforge needs systemd"]
 
 
 def test_run_concurrently_keeps_the_order_runs_at_once_and_reports_what_cannot_start():
@@ -276,5 +316,5 @@ def test_gpu_info_does_not_run_nvidia_smi_L_without_mig(tmp_path, monkeypatch, c
 @pytest.mark.parametrize(("profile", "nvswitches"), [("hgx-h100-8gpu", 4), ("pcie-a100-4gpu", 0)])
 def test_preflight_info_counts_the_nvswitches_the_fabric_manager_decision_reads(tmp_path, monkeypatch, capsys, profile, nvswitches):
     sim = Sim(tmp_path, profile=profile)
-    res = run_module(rackforge_preflight_info, {"sysfs_root": str(sim.sysfs)}, sim, monkeypatch, capsys)
+    res = run_module(rackforge_preflight_facts, {"sysfs_root": str(sim.sysfs)}, sim, monkeypatch, capsys)
     assert res["hardware"]["nvswitches"] == nvswitches

@@ -1,12 +1,13 @@
-"""rackforge_node_ip_facts: the node IP is the one address in the management CIDR, published as
-the public fact rackforge_node_ip; none or several is an error naming what was found."""
+"""kubelet_reservation_facts with network_cidr: the node IP is the one address in the management
+CIDR, published as the public fact rackforge_node_ip beside the kubelet's reservations; none or
+several is an error naming what was found, before the reservations are read."""
 
 from __future__ import annotations
 
 import json
 
+import kubelet_reservation_facts
 import pytest
-import rackforge_node_ip_facts
 from ansible.module_utils.testing import patch_module_args
 
 # `ip -j addr show` of a multi-NIC GPU node (the management NIC and two RDMA NICs)
@@ -22,15 +23,21 @@ def run(tmp_path, monkeypatch, capsys, cidr):
     ip = tmp_path / "ip"
     ip.write_text("#!/bin/sh\ncat <<'EOF'\n%s\nEOF\n" % json.dumps(IP_J))
     ip.chmod(0o755)
-    monkeypatch.setattr(rackforge_node_ip_facts.AnsibleModule, "get_bin_path", lambda self, name, **kw: str(ip))
-    with patch_module_args({"cidr": cidr, "source": "kubernetes_node_network_cidr", "host": "node1"}), pytest.raises(SystemExit):
-        rackforge_node_ip_facts.main()
+    proc = tmp_path / "proc"
+    proc.mkdir()
+    (proc / "meminfo").write_text("MemTotal:       263921068 kB\n")
+    (proc / "cpuinfo").write_text("".join("processor\t: %d\n\n" % i for i in range(64)))
+    monkeypatch.setattr(kubelet_reservation_facts.AnsibleModule, "get_bin_path", lambda self, name, **kw: str(ip))
+    args = {"network_cidr": cidr, "host": "node1", "proc_root": str(proc), "sys_root": str(tmp_path / "nosys")}
+    with patch_module_args(args), pytest.raises(SystemExit):
+        kubelet_reservation_facts.main()
     return json.loads(capsys.readouterr().out)
 
 
 def test_the_management_address_becomes_the_fact(tmp_path, monkeypatch, capsys):
     res = run(tmp_path, monkeypatch, capsys, "192.0.2.0/24")
     assert res["ansible_facts"]["rackforge_node_ip"] == {"interface": "eno1", "address": "192.0.2.11", "mtu": 1500, "cidr": "192.0.2.0/24"}
+    assert res["ansible_facts"]["rackforge_kubelet_reservations"]["capacity"]["cpu"] == 64  # the same call sized the kubelet's
 
 
 @pytest.mark.parametrize(

@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: rackforge_preflight_info
-short_description: Read a host's CPUs, memory, swap, disk, kernel, Secure Boot and PCI devices and compare them with expectations
+module: rackforge_preflight_facts
+short_description: Read a host's OS and hardware, compare them with expectations, set the fact rackforge_preflight
 description:
   - Read-only. PCI devices are read from the sysfs tree under O(sysfs_root) (like node_exporter's
     C(--path.sysfs)), so a simulator's or a chroot's tree can stand in for /sys.
-  - Returns the observed hardware and a list of findings; the calling role decides whether a
-    finding fails the host.
+  - Read-only. Returns the observed hardware, the findings (the OS, O(os) and O(service_mgr)
+    from the host's facts, against O(supported_os), then the hardware against O(expected)), and
+    the public fact C(rackforge_preflight) (passed, messages, secure_boot, swap_mb,
+    gpus_on_pci_bus, nvswitches_on_pci_bus, sysfs_root) that later roles read.
+  - Secure Boot on, swap on (O(warn_swap)) and, with O(enforce) false, the findings themselves are
+    warnings of the task; with O(enforce) true a finding fails it, naming every one.
 options:
   sysfs_root:
     description: Root of the sysfs tree to read PCI devices from.
@@ -20,12 +24,37 @@ options:
       min_memory_gb, min_root_free_gb, min_kernel. Missing keys are not checked.
     type: dict
     default: {}
+  os:
+    description: The host's distribution and major version (C(Debian-12)); '' = not checked.
+    type: str
+    default: ""
+  service_mgr:
+    description: The host's service manager (the fact C(service_mgr)); '' = not checked.
+    type: str
+    default: ""
+  supported_os:
+    description: The supported O(os) values ([] = any).
+    type: list
+    elements: str
+    default: []
+  enforce:
+    description: Fail on a finding (else warn).
+    type: bool
+    default: false
+  warn_swap:
+    description: Warn when swap is on.
+    type: bool
+    default: false
+  host:
+    description: The inventory name the messages start with.
+    type: str
+    default: ""
 author: rackforge
 """
 
 EXAMPLES = r"""
 - name: Check the host against the hardware profile
-  rackforge_preflight_info:
+  rackforge_preflight_facts:
     sysfs_root: /sys
     expected:
       gpu_count: 8
@@ -45,13 +74,25 @@ findings:
   returned: always
   type: list
   elements: dict
+ansible_facts:
+  description: rackforge_preflight (see the description).
+  returned: always
+  type: dict
 """
 
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import read_file
-from ansible.module_utils.rackforge.hardware import NVSWITCH_PCI_IDS, parse_meminfo, pci_id, preflight_findings
+from ansible.module_utils.rackforge.hardware import (
+    NVSWITCH_PCI_IDS,
+    count_pci,
+    os_findings,
+    parse_meminfo,
+    pci_id,
+    preflight_findings,
+    preflight_warnings,
+)
 
 
 def pci_devices(sysfs_root):
@@ -82,7 +123,16 @@ def secure_boot():
 
 def main():
     module = AnsibleModule(
-        argument_spec={"sysfs_root": {"type": "path", "default": "/sys"}, "expected": {"type": "dict", "default": {}}},
+        argument_spec={
+            "sysfs_root": {"type": "path", "default": "/sys"},
+            "expected": {"type": "dict", "default": {}},
+            "os": {"type": "str", "default": ""},
+            "service_mgr": {"type": "str", "default": ""},
+            "supported_os": {"type": "list", "elements": "str", "default": []},
+            "enforce": {"type": "bool", "default": False},
+            "warn_swap": {"type": "bool", "default": False},
+            "host": {"type": "str", "default": ""},
+        },
         supports_check_mode=True,
     )
     sysfs_root = module.params["sysfs_root"]
@@ -100,7 +150,25 @@ def main():
         }
     )
     hw["nvswitches"] = len([d for d in hw["pci_devices"] if d["id"] in NVSWITCH_PCI_IDS])
-    module.exit_json(changed=False, hardware=hw, findings=preflight_findings(hw, module.params["expected"]))
+    p = module.params
+    findings = os_findings(p["os"], p["service_mgr"], p["supported_os"]) + preflight_findings(hw, p["expected"])
+    messages = [f["message"] for f in findings]
+    fact = {
+        "passed": not messages,
+        "messages": messages,
+        "secure_boot": hw["secure_boot"],
+        "swap_mb": hw["swap_mb"],
+        "gpus_on_pci_bus": count_pci(hw["pci_devices"], p["expected"].get("gpu_pci_ids") or []),
+        "nvswitches_on_pci_bus": hw["nvswitches"],
+        "sysfs_root": sysfs_root,
+    }
+    prefix = "%s: " % p["host"] if p["host"] else ""
+    for text in preflight_warnings(hw, messages, p["enforce"], p["warn_swap"]):
+        module.warn(prefix + text)
+    result = dict(changed=False, hardware=hw, findings=findings, ansible_facts={"rackforge_preflight": fact})
+    if p["enforce"] and messages:
+        module.fail_json(msg="%spreflight failed: %s" % (prefix, "; ".join(messages)), **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

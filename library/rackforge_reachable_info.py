@@ -1,0 +1,75 @@
+#!/usr/bin/python
+"""Ansible module: the download sources a role needs answer from this node (read-only)."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: rackforge_reachable_info
+short_description: Check that the node reaches the URLs a role downloads from, naming the variable of any it cannot
+description:
+  - Read-only. Sends one HEAD request per URL from the node (its own route, proxy environment and
+    CA store) and expects HTTP 200.
+  - Fails when any URL does not answer 200, naming for each the URL, why (the HTTP status, a
+    refused connection, a timeout) and the variable it came from, so a wrong mirror stops the run
+    before any change. Runs in check mode too (it changes nothing).
+options:
+  urls:
+    description: "[{url, var}]: each URL and the variable the operator sets it with."
+    type: list
+    elements: dict
+    required: true
+  timeout: {description: Seconds to wait for each answer., type: int, default: 10}
+  host: {description: The inventory name the message starts with., type: str, default: ""}
+"""
+
+RETURN = r"""
+results: {description: "[{url, var, status, reason}] per URL (status -1 where no HTTP answer came).", type: list, returned: always}
+"""
+
+import socket
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.urls import open_url
+
+
+def probe(url, timeout):
+    """(HTTP status or -1, why) of a HEAD request."""
+    try:
+        with open_url(url, method="HEAD", timeout=timeout) as resp:
+            return resp.status, "HTTP %d" % resp.status
+    except HTTPError as exc:
+        return exc.code, "HTTP %d" % exc.code
+    except URLError as exc:
+        return -1, str(getattr(exc, "reason", exc))
+    except (socket.timeout, TimeoutError):
+        return -1, "timed out after %d s" % timeout
+    except (OSError, ValueError) as exc:
+        return -1, str(exc)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "urls": {"type": "list", "elements": "dict", "required": True},
+            "timeout": {"type": "int", "default": 10},
+            "host": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    results = []
+    for item in module.params["urls"]:
+        if not item.get("url") or not item.get("var"):
+            module.fail_json(msg="rackforge_reachable_info: each of urls needs url and var, got %r" % (item,))
+        status, reason = probe(item["url"], module.params["timeout"])
+        results.append({"url": item["url"], "var": item["var"], "status": status, "reason": reason})
+    bad = [r for r in results if r["status"] != 200]
+    if bad:
+        prefix = "%s: " % module.params["host"] if module.params["host"] else ""
+        lines = ["cannot reach %s (%s): check %s and the node's route to it" % (r["url"], r["reason"], r["var"]) for r in bad]
+        module.fail_json(msg="%s%s. Nothing was changed." % (prefix, "; ".join(lines)), results=results)
+    module.exit_json(changed=False, results=results)
+
+
+if __name__ == "__main__":
+    main()
