@@ -31,7 +31,10 @@ options:
   path: {description: The config file., type: path, default: /etc/containerd/config.toml}
   systemd_cgroup: {description: SystemdCgroup of the runc runtime (must match the kubelet's cgroupDriver)., type: bool, default: true}
   runtimes:
-    description: "name -> {binary_name, runtime_type (io.containerd.runc.v2)}: extra runtimes; they get the same SystemdCgroup."
+    description:
+      - "name -> {binary_name, runtime_type (io.containerd.runc.v2), missing}: extra runtimes; they get the same SystemdCgroup."
+      - "missing: where given, the binary must exist (outside check mode) before anything is written, else the call
+        fails with this text (what installs it, which variable to change)."
     type: dict
     default: {}
   default_runtime_name: {description: "Make this runtime containerd's default (empty: leave as is).", type: str, default: ""}
@@ -206,6 +209,9 @@ def main():
     for name, spec in p["runtimes"].items():
         if not isinstance(spec, dict) or not spec.get("binary_name"):
             module.fail_json(msg="runtimes.%s: needs binary_name (the OCI runtime binary, e.g. /usr/bin/nvidia-container-runtime)" % name)
+    absent = [spec["missing"] for spec in p["runtimes"].values() if spec.get("missing") and not os.path.exists(spec["binary_name"])]
+    if absent and not module.check_mode:  # (installed earlier in the same run, which check mode did not do)
+        module.fail_json(msg="%s. Nothing was changed." % "; ".join(absent))
     if p["default_runtime_name"] and p["default_runtime_name"] not in set(p["runtimes"]) | {"runc"}:
         module.fail_json(
             msg="default_runtime_name %r is neither runc nor one of runtimes (%s)" % (p["default_runtime_name"], ", ".join(p["runtimes"]))

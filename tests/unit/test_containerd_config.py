@@ -227,3 +227,20 @@ def test_module_links_the_distro_plugins_into_the_cni_dir_without_replacing_any(
 def test_module_refuses_cni_links_without_a_cni_dir(tmp_path, capsys):
     res = run({"path": str(tmp_path / "c.toml"), "cni_link_from": ["/usr/lib/cni"]}, capsys)
     assert res["failed"] and "cni_link_from needs cni_bin_dir" in res["msg"]
+
+
+def test_a_runtime_whose_binary_must_exist_is_refused_before_any_write_except_in_check_mode(tmp_path, capsys):
+    path = tmp_path / "config.toml"
+    original = (CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text()
+    path.write_text(original)
+    gone = {"nvidia": {"binary_name": str(tmp_path / "nvidia-container-runtime"), "missing": "the NVIDIA runtime is not installed"}}
+    args = {"path": str(path), "runtimes": gone, "containerd": fake_containerd(tmp_path), "backup": False}
+    res = run(args, capsys)
+    assert res["failed"] and res["msg"] == "the NVIDIA runtime is not installed. Nothing was changed." and path.read_text() == original
+    # check mode: the binary comes with a package an earlier task of the same run would install
+    res = run(args, capsys, check_mode=True)
+    assert not res.get("failed") and res["changed"] and path.read_text() == original
+    # installed: registered like any runtime (the `missing` text is not written)
+    (tmp_path / "nvidia-container-runtime").write_text("")
+    res = run(args, capsys)
+    assert res["changed"] and "missing" not in path.read_text() and "nvidia-container-runtime" in path.read_text()
