@@ -10,9 +10,9 @@ variable with its value and what is allowed, when:
   - a variable carries a role's prefix but no role declares it (a typo Ansible would ignore).
 The decisions live in module_utils/rackforge/settings.py (pure); this file only does I/O.
 
-A role's rules file may also hold `checks`: rules across settings, or against the inventory, that
-its value rules cannot state (the CNP priority differs from the lossless one, the networks are
-disjoint). Each is a Jinja expression templated for the host, like an assert's:
+A role's rules file may also hold `checks`: rules across settings that its value rules cannot state
+(the CNP priority differs from the lossless one, the networks are disjoint). Each is a Jinja
+expression templated for the host, like an assert's:
   - {variable: name, that: expression, problem: text, when: expression}: `that` is true when the
     settings agree; `problem` (templated) says what is wrong with `variable`, whose value is shown;
   - {problems: expression, when: expression}: a list of {variable, value, problem}, from a filter.

@@ -48,21 +48,12 @@ def _need_netaddr():
         raise AnsibleFilterError("the rackforge address filters need the netaddr Python package on the controller")
 
 
-def _network(cidr, what):
-    _need_netaddr()
-    try:
-        if "/" not in str(cidr):
-            raise ValueError("no prefix length")
-        return netaddr.IPNetwork(str(cidr))
-    except (netaddr.AddrFormatError, ValueError, TypeError) as exc:
-        raise AnsibleFilterError("%s: %r is not a CIDR (like 10.0.0.0/16)" % (what, cidr)) from exc
-
-
 def cidr_overlap_problems(named, why="must be disjoint"):
     """The overlaps among networks, as settings problems: `named` maps a variable to its CIDR or
     list of CIDRs; each overlapping pair is one {variable, value, problem} on the first of the
     two ("overlaps <other variable> <other CIDR> (<why>)"). A malformed CIDR is skipped: its own
     format rule names it."""
+    _need_netaddr()
     nets = []
     for var, value in named.items():
         many = isinstance(value, (list, tuple))

@@ -38,7 +38,7 @@ options:
 RETURN = r"""
 applied: {description: Keys whose value now equals the request (changed or already equal)., type: list, returned: always}
 not_applied: {description: "[{key, reason}] not applied now (persisted for boot).", type: list, returned: always}
-file_changed: {description: O(file) was written (or would be)., type: bool, returned: always}
+file_changed: {description: O(file) or O(module_load_file) was written (or would be)., type: bool, returned: always}
 scope: {description: The scope used., type: str, returned: always}
 congestion_control: {description: The algorithm chosen (with O(congestion_control))., type: str, returned: always}
 loaded: {description: The congestion control module loaded by this call (or that would be)., type: list, returned: always}
