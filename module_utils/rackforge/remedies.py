@@ -11,6 +11,10 @@ REMEDIES = {
     "nvidia-smi reports a driver/library version mismatch until the node reboots (nvidia_driver_reboot_ok).",
     "gpu_count": "A GPU is missing from nvidia-smi: look for Xid 79 (fallen off the bus) in the kernel log and at lspci; "
     "reseat the GPU or RMA the baseboard. The health gate keeps the node out of the cluster until it passes.",
+    "os": "The node's OS is not one rackforge supports (preflight_supported_os): install a supported release, or add "
+    "this one to preflight_supported_os once it is tested (preflight_enforce: false only warns).",
+    "service_mgr": "rackforge needs systemd as the service manager (its units, drop-ins and timers): reinstall the "
+    "node with a systemd-based OS image.",
     "cdi_spec": "The NVIDIA CDI spec is missing or lacks a GPU: rerun role nvidia_driver (playbooks/gpu.yml), which runs "
     "nvidia-ctk cdi generate; a GPU the driver does not see is a gpu_count finding first.",
     "cdi_spec_stale": "The CDI spec names files the driver no longer has (written for another driver version): rerun role "
