@@ -10,6 +10,7 @@ import nvlink_health
 import pytest
 import rackforge_preflight_facts
 import rdma_health
+from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.testing import patch_module_args
 from hwsim_helper import Sim
@@ -18,8 +19,11 @@ from hwsim_helper import Sim
 def run_module(mod, args, sim, monkeypatch, capsys):
     for key, value in sim.env.items():
         monkeypatch.setenv(key, value)
-    # a real module runs in a process of its own: no warning of an earlier call in this one
+    # a real module runs in a process of its own, on the node: no warning of an earlier call in
+    # this one, and its warnings are returned (an earlier test that loaded controller code would
+    # have them displayed instead)
     monkeypatch.setattr(ansible_warnings, "_global_warnings", {})
+    monkeypatch.setattr(module_utils_internal, "is_controller", False)
     with patch_module_args(args), pytest.raises(SystemExit):
         mod.main()
     return json.loads(capsys.readouterr().out)
