@@ -15,7 +15,9 @@ A role's rules file may also hold `checks`: rules across settings that its value
 expression templated for the host, like an assert's:
   - {variable: name, that: expression, problem: text, when: expression}: `that` is true when the
     settings agree; `problem` (templated) says what is wrong with `variable`, whose value is shown;
-  - {problems: expression, when: expression}: a list of {variable, value, problem}, from a filter.
+  - {problems: expression, when: expression}: a list of {variable, value, problem}, from a filter;
+    with `variable` too, a list of texts, each a problem of that variable (a filter that says what
+    is wrong with a value, as k8s_label_problems does).
 They run once every setting has passed its own rules (they read values those rules vouch for).
 
 `derived` (optional) names variables the role computes from its settings (rendered configs,
@@ -109,14 +111,16 @@ class ActionModule(ActionBase):
             try:
                 if "when" in check and not templar.evaluate_conditional(check["when"]):
                     continue
+                name = check.get("variable")
+                value = (values[name] if name in values else templar.template(variables.get(name))) if name else None
                 if "problems" in check:
                     found = templar.template(check["problems"])
+                    if name and isinstance(found, list) and all(isinstance(p, str) for p in found):
+                        found = [{"variable": name, "value": value, "problem": p} for p in found]
                     if not isinstance(found, list) or not all(isinstance(p, dict) and {"variable", "problem"} <= set(p) for p in found):
                         raise AnsibleError("rackforge_settings: %s's check %r gave no list of problems" % (role, check["problems"]))
                     problems += [{"variable": p["variable"], "value": p.get("value"), "problem": p["problem"]} for p in found]
                 elif not templar.evaluate_conditional(check["that"]):
-                    name = check["variable"]
-                    value = values[name] if name in values else templar.template(variables.get(name))
                     problems.append({"variable": name, "value": value, "problem": templar.template(check["problem"])})
             except AnsibleError:
                 raise

@@ -7,7 +7,7 @@ short_description: Read a host's OS and hardware, compare them with expectations
 description:
   - Read-only. PCI devices are read from the sysfs tree under O(sysfs_root) (like node_exporter's
     C(--path.sysfs)), so a simulator's or a chroot's tree can stand in for /sys.
-  - Read-only. Returns the observed hardware, the findings (the OS, O(os) and O(service_mgr)
+  - Returns the observed hardware, the findings (the OS, O(os) and O(service_mgr)
     from the host's facts, against O(supported_os), then the hardware against O(expected)), and
     the public fact C(rackforge_preflight) (passed, messages, secure_boot, swap_mb,
     gpus_on_pci_bus, nvswitches_on_pci_bus, sysfs_root) that later roles read.

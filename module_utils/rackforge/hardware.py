@@ -37,6 +37,11 @@ def count_pci(devices, ids):
     return len([d for d in devices if d["id"] in wanted])
 
 
+def finding(check, variable, expected, observed, message):
+    """One preflight finding (the shape the fleet report and the fact's messages read)."""
+    return {"check": check, "variable": variable, "expected": expected, "observed": observed, "message": message}
+
+
 def preflight_findings(hw, expected):
     """Compare observed hardware with the inventory's expectations.
 
@@ -48,8 +53,7 @@ def preflight_findings(hw, expected):
     findings = []
 
     def add(check, variable, exp, obs, text):
-        message = "%s: %s" % (variable, text)
-        findings.append({"check": check, "variable": variable, "expected": exp, "observed": obs, "message": message})
+        findings.append(finding(check, variable, exp, obs, "%s: %s" % (variable, text)))
 
     if expected.get("gpu_count") is not None:
         ids = expected.get("gpu_pci_ids") or []
@@ -119,14 +123,10 @@ def os_findings(os_name, service_mgr, supported):
     findings = []
     if supported and os_name and os_name not in supported:
         message = "preflight_supported_os: %s is not supported (supported: %s)" % (os_name, ", ".join(supported))
-        findings.append(
-            {"check": "os", "variable": "preflight_supported_os", "expected": supported, "observed": os_name, "message": message}
-        )
+        findings.append(finding("os", "preflight_supported_os", supported, os_name, message))
     if service_mgr and service_mgr != "systemd":
         message = "systemd: service manager is %s, rackforge needs systemd" % service_mgr
-        findings.append(
-            {"check": "service_mgr", "variable": "service_mgr", "expected": "systemd", "observed": service_mgr, "message": message}
-        )
+        findings.append(finding("service_mgr", "service_mgr", "systemd", service_mgr, message))
     return findings
 
 

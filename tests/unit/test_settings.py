@@ -120,7 +120,8 @@ def test_every_check_across_settings_is_well_formed():
         for check in data.get("checks", []):
             seen += 1
             if "problems" in check:
-                assert set(check) <= {"problems", "when"}, (role, check)
+                assert set(check) <= {"problems", "when", "variable"}, (role, check)
+                assert "variable" not in check or check["variable"] in declared, (role, check["variable"])
             else:
                 assert set(check) <= {"variable", "that", "problem", "when"} and {"variable", "that", "problem"} <= set(check), (
                     role,

@@ -142,3 +142,18 @@ def test_checks_across_settings_name_the_variable_and_run_only_once_its_own_rule
     assert (
         'kubernetes_control_plane_service_cidr = "10.201.0.0/20": overlaps kubernetes_control_plane_rdma_cidrs 10.201.0.0/16' in bad["msg"]
     )
+    # a `problems` check with a variable: each text a problem of it (a kubelet may not set a kubernetes.io label)
+    node = {
+        "kubernetes_node_network_cidr": "10.89.77.0/24",
+        "kubernetes_node_repo_key_checksum": "c" * 64,
+        "kubernetes_node_control_plane_host": "cp1",
+        "kubernetes_node_api_endpoint": "cp1:6443",
+    }
+    bad, _out = check(tmp_path, {"roles": ["kubernetes_node"]}, dict(node, kubernetes_node_labels={"node-role.kubernetes.io/gpu": ""}))
+    assert 'kubernetes_node_labels = {"node-role.kubernetes.io/gpu": ""}: node-role.kubernetes.io/gpu: a kubelet may not set' in bad["msg"]
+    ok, _out = check(
+        tmp_path,
+        {"roles": ["kubernetes_node"]},
+        dict(node, kubernetes_node_taints=[{"key": "node-role.kubernetes.io/gpu", "effect": "NoSchedule"}]),
+    )
+    assert not ok.get("failed"), ok["msg"]  # NodeRestriction does not apply to taints
