@@ -9,6 +9,7 @@ tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Cal
 with simulated numbers. Called as
 `modinfo`, `modprobe`, `lsmod` it simulates the node's kernel modules (a container cannot load
 real ones): the parameter lists are those of Debian 12's kernel (see KERNEL_MODULES). Called as
+`mount.nfs` it is the kernel's NFS client (hwsimlib/nfs_client.py). Called as
 `hwsim` it administers the simulated node: `init`, `boot`, `fault`, `state`.
 
 nvidia-smi is not simulated here: the lab runs the REAL nvidia-smi binary over the lab NVML
@@ -49,6 +50,7 @@ TOOLS = {
     "nvbandwidth": ("hwsimlib.gpu_bench_sim", "nvbandwidth"),
     "all_reduce_perf": ("hwsimlib.gpu_bench_sim", "all_reduce_perf"),
     "nvidia-ctk": ("hwsimlib.ctk_sim", "nvidia_ctk"),
+    "mount.nfs": ("hwsimlib.nfs_client", "mount_nfs"),
     "hwsim": ("hwsimlib.admin", "admin"),
 }
 # the lab NVML (lab/nvml) runs these for every nvidia-smi call: only the NVML module is loaded

@@ -220,6 +220,10 @@ chmod 0755 /usr/local/sbin/rackforge-lab-netdevs
 cat > /etc/systemd/system/rackforge-lab-netdevs.service <<'UNIT'
 {NETDEVS_UNIT}UNIT
 {links}
+# the kernel's NFS client is simulated: mount(8) runs /sbin/mount.nfs, diverted before nfs-common
+# installs its own (kept as /sbin/mount.nfs.distrib)
+dpkg-divert --quiet --local --rename --divert /sbin/mount.nfs.distrib --add /sbin/mount.nfs
+ln -sf /usr/local/sbin/hwsim /sbin/mount.nfs
 cat > /etc/systemd/system/hwsim-boot.service <<'UNIT'
 {HWSIM_BOOT_UNIT}UNIT
 systemctl daemon-reload

@@ -31,6 +31,12 @@ DISTRO_PACKAGES = (
     "libnl-route-3-200",
     "lsb-base",
     "udev",
+    # model_storage: the real NFS client tools (the lab diverts mount.nfs to hwsim's: no kernel NFS)
+    "nfs-common",
+    "rpcbind",
+    "keyutils",
+    "libnfsidmap1",
+    "libevent-core-2.1-7",
     # container_runtime: the real containerd and runc; python3-yaml for the Kubernetes stand-ins
     "containerd",
     "runc",

@@ -1,13 +1,15 @@
 """Pure decisions of model storage on GPU nodes (no I/O): the NFS mount's options and unit, and
 which NVMe namespaces the local cache may use.
 
-Groundwork of issue 23: no role calls this yet (the model_storage role is not built); what is
-here is held to the real tools and sources named below, so the role can be built on it.
+roles/model_storage uses it through filter_plugins/storage.py; what is here is held to the
+real tools and sources named below.
 
 Public API:
 
 - systemd_escape_path(path) -> str: the unit name stem of a mount point, as `systemd-escape
   --path` prints it (/models -> "models", /srv/model-cache -> "srv-model\\x2dcache").
+- mount_point_problem(path) -> str | None: why `path` cannot be the share's mount point (not
+  absolute, ".."/"." parts, whitespace, "/" itself, or at or under a directory the system owns).
 - nfs_option_problems(options) -> [str]: why the kernel's NFS client (fs/nfs/fs_context.c,
   nfs_fs_parameters) or mount(8)/systemd would refuse or mis-read these options; [] when none.
 - nfs_mount_unit(server, export, where, options, timeout_s) -> str: the systemd .mount unit.
@@ -134,6 +136,26 @@ def systemd_escape_path(path):
         else:
             out.append("\\x%02x" % byte)
     return "".join(out)
+
+
+# the system's own trees: a share mounted over one of them hides the OS
+_SYSTEM_DIRS = tuple("/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /proc /root /run /sbin /sys /tmp /usr".split())
+
+
+def mount_point_problem(path):
+    """None when `path` may be the share's mount point, else why not."""
+    if not isinstance(path, str) or not path.startswith("/"):
+        return "must be an absolute path"
+    parts = [p for p in path.split("/") if p]
+    if any(p in (".", "..") for p in parts):
+        return "must not have . or .. components"
+    if not parts or any(c.isspace() for c in path):
+        return "must not be / nor contain whitespace"
+    clean = "/" + "/".join(parts)
+    for top in (*_SYSTEM_DIRS, "/var/lib", "/var/log", "/var/tmp", "/var/cache/apt", "/var"):
+        if clean == top or (top != "/var" and clean.startswith(top + "/")):
+            return "must not be %s%s (the system owns it)" % (top, "" if top == "/var" else " or under it")
+    return None
 
 
 def nfs_option_problems(options):

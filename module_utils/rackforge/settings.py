@@ -50,6 +50,11 @@ FORMATS = {
     "prom_size": (re.compile(r"^[0-9]+(B|KB|MB|GB|TB|PB|EB)$"), "a size such as 400GB (B, KB, MB, GB, TB, PB, EB)"),
     "hostport": (re.compile(r"^[A-Za-z0-9.\-\[\]:]+:[0-9]{1,5}$"), "host:port"),
     "ip": (None, "an IP address"),
+    # a server to connect to: an IP address, or a host name (RFC 1123 labels, any case)
+    "host": (
+        re.compile(r"^(?=.{1,253}$)[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]*[A-Za-z0-9])?)*$"),
+        "an IP address or a host name",
+    ),
     "cidr": (None, "a network in CIDR form with no host bits set (e.g. 10.0.0.0/16)"),
 }
 
@@ -199,6 +204,8 @@ def format_problem(fmt, value):
     pattern, meaning = FORMATS[fmt]
     if not isinstance(value, str):
         return "must be %s" % meaning
+    if fmt == "host" and ":" in value:  # only an IPv6 address has colons
+        fmt = "ip"
     if fmt == "ip":
         try:
             ipaddress.ip_address(value)

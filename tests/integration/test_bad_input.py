@@ -35,6 +35,12 @@ CASES = [
     ),
     ({"network_tuning_default_qdisc": "red"}, 'network_tuning_default_qdisc = "red": must be one of fq, fq_codel, pfifo_fast, cake'),
     ({"network_tuning_buffers": "huge"}, 'network_tuning_buffers = "huge": must be one of defaults, bdp'),
+    ({"model_storage_mount_point": "/etc/models"}, 'model_storage_mount_point = "/etc/models": must not be /etc or under it'),
+    (
+        {"model_storage_nfs_options": ["ro", "hard", "nconnect=32"]},
+        'model_storage_nfs_options = ["ro", "hard", "nconnect=32"]: nconnect=32 is out of range (1..16)',
+    ),
+    ({"model_storage_nfs_server": "nfs_1"}, 'model_storage_nfs_server = "nfs_1": must be an IP address or a host name'),
     ({"monitoring_listen_address": "eth0"}, 'monitoring_listen_address = "eth0": must be an IP address'),
     ({"monitoring_node_exporter_port": 70000}, "monitoring_node_exporter_port = 70000: must be 1..65535"),
     ({"nvidia_driver_version": ""}, 'nvidia_driver_version = "": must not be empty (an exact X.Y.Z version)'),

@@ -16,7 +16,7 @@ MAX_REMOTE_TASKS = 60
 RATCHET = {"remote": 31, "evaluations": 74}
 # issue 19's budget for each role added after it: what a no-op re-run may cost per host
 ROLE_BUDGET = {"remote": 2, "evaluations": 5}
-LATER_ROLES = ("monitoring_server", "nvidia_device_plugin")
+LATER_ROLES = ("monitoring_server", "nvidia_device_plugin", "model_storage")
 
 
 def census_run(tmp_path, *args, env=None):
@@ -47,7 +47,11 @@ def test_noop_site_changes_nothing_within_the_remote_task_budget(converged, gpu_
         assert counts["remote_tasks"] <= MAX_REMOTE_TASKS, "%s ran %d remote tasks:\n%s" % (node, counts["remote_tasks"], listing)
         assert counts["controller_tasks"] > 0  # the census tells them apart
         evaluations = counts["remote_tasks"] + counts["controller_tasks"] + counts["delegated_tasks"] + counts["skipped"]
-        assert counts["remote_tasks"] <= RATCHET["remote"], "%s ran %d remote tasks:\n%s" % (node, counts["remote_tasks"], listing)
+        # the ratchet is for the roles issue 19 measured; a later role has its own budget below
+        later = [counts["by_role"].get(role, {}) for role in LATER_ROLES]
+        remote = counts["remote_tasks"] - sum(c.get("remote", 0) for c in later)
+        evaluations -= sum(sum(c.values()) for c in later)
+        assert remote <= RATCHET["remote"], "%s ran %d remote tasks (later roles not counted):\n%s" % (node, remote, listing)
         assert evaluations <= RATCHET["evaluations"], "%s: %d task evaluations, skipped: %s" % (node, evaluations, counts["skipped_tasks"])
     for role in LATER_ROLES:
         ran_on = {h: c["by_role"][role] for h, c in census["hosts"].items() if role in c["by_role"]}

@@ -1,5 +1,5 @@
 """A reboot loses NIC QoS, GPU clocks and power limits (the simulator resets them as hardware
-does); the boot units restore them, and the node is then clean in check mode. A lab node's reboot
+does); the boot units restore them, and the model share is mounted again at boot, and the node is then clean in check mode. A lab node's reboot
 is a reboot: a new boot, an empty /run and none of the kernel network state the last boot made."""
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     assert "Priority trust state: pcp" in qos_state(node, ports)
     assert gpu_state(node).splitlines()[0] == "0, 2619 MHz, 1980 MHz, 700.00 W"
     assert "ACSCtl:\tSrcValid+ TransBlk- ReqRedir+ CmpltRedir+" in on_node(node, *ACS).stdout  # Linux's boot default
+    # the boot mounted the model share again (a mount does not outlive its boot): its unit is enabled
+    assert on_node(node, "systemctl", "is-active", "models.mount", check=False).stdout.strip() == "active"
+    assert on_node(node, "findmnt", "-n", "-o", "TARGET", "/models").stdout.strip() == "/models"
     lab("exec", node, "systemctl", "enable", "--quiet", *UNITS, CDI_UNIT)
     lab("reboot", node)
     assert on_node(node, "cat", CDI_SPEC).stdout == spec  # written again by the oneshot, for this boot's driver

@@ -42,6 +42,9 @@ FAULTS = {
     "slow_gpu_pair": "GPUs <gpu> and <peer> copy at <factor> (default 0.5) of their NVLink speed (nvbandwidth, nccl-tests)",
     "acs_enabled": "the PCIe switch ports above GPU <gpu> have ACS redirect on again (as after a hot reset; pci_sim.py)",
     "iommu_dma": "the IOMMU translates DMA (iommu_groups/*/type DMA-FQ, not passthrough)",
+    "nfs_server_down": "the model share's NFS server refuses connections (mount.nfs, nfs_client.py)",
+    "nfs_server_hung": "the model share's NFS server accepts and never answers: a mount hangs",
+    "nfs_export_missing": "the NFS server has no such export (mount.nfs: ENOENT from the server)",
 }
 
 

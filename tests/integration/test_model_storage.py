@@ -1,0 +1,82 @@
+"""model_storage in the lab: the share's mount unit written, enabled for boot and mounted, as
+systemd sees it (hwsim's mount.nfs stands in for the kernel's NFS client: a container has none);
+the faults of a server that is down, hung or has no such export fail the role naming the unit,
+with mount.nfs's own words, and a hung server costs no more than the unit's timeout."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from conftest import on_node, playbook
+
+NODE = "lab-node2"
+TRIAL = "/srv/model-trial"  # a mount point of the tests' own, beside the converged /models
+TRIAL_UNIT = "srv-model\\x2dtrial.mount"
+
+
+def test_the_share_is_mounted_by_its_unit_and_enabled_for_boot(converged, gpu_nodes):
+    for node in gpu_nodes:
+        assert on_node(node, "systemctl", "is-enabled", "models.mount").stdout.strip() == "enabled"
+        assert on_node(node, "systemctl", "is-active", "models.mount").stdout.strip() == "active"
+        unit = on_node(node, "cat", "/etc/systemd/system/models.mount").stdout
+        assert "Where=/models\nType=nfs\nOptions=vers=4.2,ro,hard,nconnect=8,rsize=1048576,wsize=1048576,noatime,_netdev\n" in unit
+        assert "WantedBy=remote-fs.target" in unit
+        mount = json.loads(on_node(node, "findmnt", "-J", "-o", "TARGET,OPTIONS", "/models").stdout)["filesystems"][0]
+        assert "ro" in mount["options"].split(",")
+        assert on_node(node, "test", "-f", "/models/SIMULATED-NFS-SHARE", check=False).returncode == 0
+
+
+def trial(*extra):
+    options = ["ro", "hard", "retry=0", "_netdev"]
+    args = {"model_storage_mount_point": TRIAL, "model_storage_nfs_options": options, "model_storage_mount_timeout_s": 5}
+    return playbook("playbooks/storage.yml", "--limit", NODE, "-e", json.dumps(args), *extra)
+
+
+@pytest.fixture
+def clean_trial():
+    yield
+    on_node(
+        NODE,
+        "sh",
+        "-c",
+        "systemctl disable --now '%s'; rm -f '/etc/systemd/system/%s'; systemctl daemon-reload; rmdir %s" % (TRIAL_UNIT, TRIAL_UNIT, TRIAL),
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "fault, evidence",
+    [
+        ("nfs_server_down", "mount.nfs: Connection refused"),
+        ("nfs_export_missing", "reason given by server: No such file or directory"),
+        ("nfs_server_hung", "timed out"),
+    ],
+)
+def test_a_failing_server_fails_the_role_with_the_mount_helpers_words(converged, faulted, clean_trial, fault, evidence):
+    faulted(NODE, fault)
+    began = time.monotonic()
+    res = trial()
+    took = time.monotonic() - began
+    assert res.returncode != 0 and res.recap[NODE]["failed"] == 1, res.stdout[-3000:]
+    assert "trial.mount failed" in res.stdout and evidence in res.stdout, res.stdout[-3000:]
+    assert took < 60, "the role took %.0f s on a %s server (the unit's timeout is 5 s)" % (took, fault)
+
+
+def test_options_changed_remount_and_a_rerun_changes_nothing(converged, clean_trial):
+    first = trial()
+    assert first.returncode == 0 and first.recap[NODE]["changed"] == 1, first.stdout[-3000:]
+    assert on_node(NODE, "findmnt", "-n", "-o", "OPTIONS", TRIAL).stdout.split(",")[0] == "ro"
+    assert trial().recap[NODE]["changed"] == 0
+    rw = playbook(
+        "playbooks/storage.yml",
+        "--limit",
+        NODE,
+        "-e",
+        json.dumps(
+            {"model_storage_mount_point": TRIAL, "model_storage_nfs_options": ["rw", "hard", "_netdev"], "model_storage_mount_timeout_s": 5}
+        ),
+    )
+    assert rw.returncode == 0 and rw.recap[NODE]["changed"] == 1, rw.stdout[-3000:]
+    assert on_node(NODE, "findmnt", "-n", "-o", "OPTIONS", TRIAL).stdout.split(",")[0] == "rw"
