@@ -8,8 +8,9 @@ description:
   - Reads the GPUs, the driver, MIG, the CDI spec and the kernel log's Xids (as M(nvidia_gpu_info)), NVLink and
     the NVSwitch fabric (as M(nvlink_health), when the driver is loaded), the RDMA ports (as M(rdma_health), when
     the hardware profile has RDMA NICs), the GPUDirect RDMA prerequisites (as M(gpudirect_rdma) in its read-only
-    check state, when the profile names a method) and the node's last fabric acceptance, and returns every finding
-    as one verdict.
+    check state, when the profile names a method), the model share (O(model_share): mounted, and answering a stat
+    within O(model_share_timeout_s) in a child process, so a hung NFS server cannot hang the check) and the node's
+    last fabric acceptance, and returns every finding as one verdict.
   - Writes what the verdict needs kept, and only that, in one step; check mode and --diff show it without writing
     the state and textfile directories (made where missing, 0755 root), the counter baseline
     (C(<state_dir>/health-baseline.json); written the first time the driver answers, or again with
@@ -50,6 +51,13 @@ options:
   cdi_spec:
     description: The CDI spec to check against the GPUs; omit to skip.
     type: path
+  model_share:
+    description: The model share's mount point (model_storage); omit to skip.
+    type: path
+  model_share_timeout_s:
+    description: Seconds the model share has to answer before it is a finding (model_share_hung).
+    type: float
+    default: 10
   reset_baseline:
     description: Keep the counters and the kernel log position now as the new baseline (acknowledges what was reported).
     type: bool
@@ -105,6 +113,7 @@ from ansible.module_utils.rackforge.nvlink_check import nvlink_check
 from ansible.module_utils.rackforge.rdma_check import ARGS as RDMA_ARGS
 from ansible.module_utils.rackforge.rdma_check import rdma_check
 from ansible.module_utils.rackforge.rootfiles import commit_or_fail, queue
+from ansible.module_utils.rackforge.share_check import check_share
 from ansible.module_utils.rackforge.units import PlanError
 
 BASELINE, ACCEPTANCE, METRICS = "health-baseline.json", "acceptance.json", "rackforge.prom"
@@ -193,7 +202,8 @@ def run_checks(module, p, baseline):
                 sysfs_root=p["sysfs_root"],
             ),
         )
-    return {"gpu": gpu, "nvlink": nvlink, "rdma": rdma, "gpudirect": gpudirect}
+    share = check_share(p["model_share"], p["model_share_timeout_s"]) if p["model_share"] else {}
+    return {"gpu": gpu, "nvlink": nvlink, "rdma": rdma, "gpudirect": gpudirect, "share": share}
 
 
 def write(module, dest, text, writes, diff):
@@ -235,6 +245,8 @@ def main():
             "kmsg_path": {"type": "path"},
             "drain_xids": {"type": "list", "elements": "int"},
             "cdi_spec": {"type": "path"},
+            "model_share": {"type": "path"},
+            "model_share_timeout_s": {"type": "float", "default": 10},
             "reset_baseline": {"type": "bool", "default": False},
             "acceptance": {"type": "bool", "default": True},
             "verdict": {"type": "dict"},
@@ -251,6 +263,7 @@ def main():
     r = run_checks(module, p, baseline)
     gpu, nvlink, rdma, gpudirect = r["gpu"], r["nvlink"], r["rdma"], r["gpudirect"]
     findings = gpu["findings"] + nvlink.get("findings", []) + rdma.get("findings", []) + gpudirect.get("findings", [])
+    findings += r["share"].get("findings", [])
     if p["acceptance"]:
         findings += acceptance.get("findings") or []
     health = {

@@ -84,6 +84,14 @@ REMEDIES = {
     "supplies and the baseboard's power brake signal (nvidia-smi -q -d PERFORMANCE).",
     "gpu_xid_not_run": "The kernel log could not be read for Xids (the error is below): the check needs root and "
     "/dev/kmsg (health_checks_kmsg_path); until it runs, Xid events go unseen.",
+    # the model share (roles/model_storage; module_utils/rackforge/share_check.py)
+    "model_share_hung": "The model share did not answer in time: check the NFS server and the path to it (ping, "
+    "rpcinfo -p <server>, showmount -e <server>), then systemctl status <unit>.mount; the node stays out of scheduling "
+    "until the share answers again (a hard mount resumes on its own when the server is back).",
+    "model_share_not_mounted": "The model share is not mounted: systemctl status and journalctl -u of its .mount unit "
+    "(systemd-escape --path --suffix=mount <mount point>) say why; rerun playbooks/storage.yml (role model_storage).",
+    "model_share_not_run": "The share's probe failed (its evidence has the output): check that python3 runs on the node "
+    "and that the mount point is readable by root.",
     # fabric acceptance (playbooks/fabric_acceptance.yml)
     "acceptance_incomplete": "The last fabric acceptance started on this node but did not finish (its job was killed, or the "
     "node became unreachable): read that run's output, fix the cause and rerun playbooks/fabric_acceptance.yml.",

@@ -41,6 +41,8 @@ CASES = [
         "/usr/lib/x86_64-linux-gnu/libcuda.so.535.261.03 (mount)",
     ),
     ("remove-cdi-spec", "CDI spec /var/run/cdi/nvidia.json is missing: no pod can be given a GPU through CDI"),
+    # the model share gone (its unit stopped): pods would read the node's empty /models
+    ("unmount-share", "model share /models is not mounted (a plain directory, nothing mounted)"),
 ]
 CDI_SPEC = "/var/run/cdi/nvidia.json"
 REGENERATE = ["systemctl", "start", "rackforge-cdi-spec.service"]
@@ -55,6 +57,7 @@ ACTIONS = {
     # the lab's nodes run 535.247.01; the spec of an upgrade's other version names 535.261.03's files
     "stale-cdi-spec": (["sed", "-i", "s/535[.]247[.]01/535.261.03/g", CDI_SPEC], REGENERATE),
     "remove-cdi-spec": (["rm", CDI_SPEC], REGENERATE),
+    "unmount-share": (["systemctl", "stop", "models.mount"], ["systemctl", "start", "models.mount"]),
 }
 
 

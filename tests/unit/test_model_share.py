@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 from ansible.errors import AnsibleFilterError
@@ -105,3 +106,32 @@ def test_a_hung_server_never_returns(tmp_path):
         (var / "node.json").write_text(json.dumps({"faults": [{"kind": "nfs_server_hung"}]}))
         env = {"HWSIM_VARLIB": str(var), "HWSIM_RUN": str(tmp_path / "run"), "HWSIM_ETC": str(tmp_path / "etc")}
         subprocess.run([sys.executable, str(HWSIM), "mount.nfs", "127.0.0.1:/m", str(tmp_path)], env=env, timeout=2, check=False)
+
+
+def test_the_share_check_finds_a_directory_that_is_not_mounted_and_passes_a_mount_point(tmp_path):
+    from ansible.module_utils.rackforge import share_check as S
+
+    plain = S.check_share(str(tmp_path), 10)
+    assert [f["check"] for f in plain["findings"]] == ["model_share_not_mounted"]
+    assert plain["findings"][0]["observed"] == "a plain directory, nothing mounted"
+    gone = S.check_share(str(tmp_path / "gone"), 10)["findings"]
+    assert [(f["check"], f["observed"]) for f in gone] == [("model_share_not_mounted", "no such directory")]
+    assert S.check_share("/", 10) == {"findings": [], "share": {"path": "/", "answered": True, "seconds": pytest.approx(0, abs=10)}}
+
+
+def test_a_share_that_never_answers_is_a_finding_within_the_timeout_and_the_check_does_not_wait_for_it():
+    from ansible.module_utils.rackforge import share_check as S
+
+    began = time.monotonic()
+    found = S.check_share("/models", 0.5, argv=[sys.executable, "-c", "import time; time.sleep(60)"])
+    assert time.monotonic() - began < 3
+    assert [f["check"] for f in found["findings"]] == ["model_share_hung"] and found["share"]["answered"] is False
+    assert "did not answer within 0.5 s" in found["findings"][0]["message"]
+
+
+def test_a_failing_probe_is_a_check_that_could_not_run_with_its_evidence():
+    from ansible.module_utils.rackforge import share_check as S
+
+    found = S.check_share("/models", 10, argv=[sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"])["findings"]
+    assert [f["check"] for f in found] == ["model_share_not_run"]
+    assert found[0]["evidence"]["rc"] == 3 and "boom" in found[0]["evidence"]["stderr"]

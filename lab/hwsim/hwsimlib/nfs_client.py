@@ -6,10 +6,11 @@ nfs-utils' mount.nfs does (utils/mount/mount.c, error.c mount_error, stropts.c n
 `mount.nfs SERVER:EXPORT DIR [-rvVwfnsh] [-o OPTIONS]`, errors on stderr as "mount.nfs: <why>",
 exit status 32 (EX_FAIL) on a failed mount, a foreground mount retrying a refused connection for
 `retry=` minutes (2 by default) before it gives up. The server's name is resolved for real
-(getaddrinfo); the server is not contacted. The share is a tmpfs at DIR filled from the node's directory
-/var/lib/hwsim/nfs/<server>/<export> (read-only with ro), so systemd sees a real mount. Faults (hwsim fault add ...): nfs_server_down (the connection is refused),
-nfs_server_hung (the mount never returns: systemd's TimeoutSec= ends it), nfs_export_missing
-(the server answers ENOENT for the export).
+(getaddrinfo); the server is not contacted. The share is a tmpfs at DIR filled from the node's
+directory /var/lib/hwsim/nfs/<server>/<export> (read-only with ro), so systemd sees a real mount.
+Faults (hwsim fault add ...): nfs_server_down (the connection is refused), nfs_server_hung (the
+mount never returns: systemd's TimeoutSec= ends it), nfs_export_missing (the server answers
+ENOENT for the export).
 """
 
 from __future__ import annotations
@@ -88,10 +89,10 @@ def mount_nfs(argv):
     ]
     if "ro" in opts:
         steps.append(["/usr/bin/mount", "-o", "remount,ro", where])
-    for argv in steps:
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            if argv[1] != "-t":
+            if step[1] != "-t":
                 subprocess.run(["/usr/bin/umount", where], capture_output=True, check=False)
             return _fail(done.stderr.strip() or "mount system call failed")
     return 0

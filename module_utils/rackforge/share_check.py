@@ -1,0 +1,107 @@
+"""The model share's health (roles/model_storage mounts it; rackforge_health checks it).
+
+A hung NFS server must not hang the health check: a hard mount blocks every stat() of it in
+the kernel, uninterruptibly. So the share is looked at by a child process, and the check waits
+for it at most `timeout_s`; a child that has not answered by then is killed and never waited for
+(one stuck in the kernel would block a wait), and the share is a finding.
+
+Public API:
+
+- probe(path, timeout_s, argv=None) -> {"answered": bool, "seconds": float, "rc": int | None,
+  "stdout": str, "stderr": str}: run the probe (argv overrides it, for tests) under the timeout.
+- share_findings(path, timeout_s, result) -> [finding]: what the probe's result means:
+  model_share_hung (no answer in time), model_share_not_mounted (the path is missing or not a
+  mount point: pods would read the node's own empty directory), model_share_not_run (the probe
+  failed otherwise, with its evidence).
+- check_share(path, timeout_s, argv=None) -> {"findings": [...], "share": {...}}.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+from ansible.module_utils.rackforge.health import finding, not_run
+
+# prints {"exists", "mount", "total", "free"} of the path: a mount point by the mount table (a bind
+# mount of the same filesystem has its parent's st_dev, so os.path.ismount alone misses it), then
+# statvfs, which a mounted NFS share answers from its server
+PROBE = (
+    "import json, os, sys\n"
+    "p = os.path.realpath(sys.argv[1])\n"
+    "if not os.path.isdir(p):\n"
+    "    print(json.dumps({'exists': False})); sys.exit(0)\n"
+    "with open('/proc/self/mountinfo') as fh:\n"
+    "    points = {line.split()[4].encode().decode('unicode_escape') for line in fh if len(line.split()) > 4}\n"
+    "st = os.statvfs(p)\n"
+    "mount = p in points or os.path.ismount(p)\n"
+    "print(json.dumps({'exists': True, 'mount': mount, 'total': st.f_blocks * st.f_frsize, 'free': st.f_bavail * st.f_frsize}))\n"
+)
+
+
+def probe(path, timeout_s, argv=None):
+    """Run the probe; see the module docstring."""
+    began = time.monotonic()
+    child = subprocess.Popen(
+        argv or [sys.executable, "-c", PROBE, path],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    while child.poll() is None:
+        if time.monotonic() - began >= timeout_s:
+            child.kill()  # not waited for: a process stuck in an NFS call may never exit
+            return {"answered": False, "seconds": round(time.monotonic() - began, 3), "rc": None, "stdout": "", "stderr": ""}
+        time.sleep(0.02)
+    out, err = child.communicate()
+    return {
+        "answered": True,
+        "seconds": round(time.monotonic() - began, 3),
+        "rc": child.returncode,
+        "stdout": out.decode("utf-8", "replace"),
+        "stderr": err.decode("utf-8", "replace"),
+    }
+
+
+def share_findings(path, timeout_s, result):
+    """The findings of one probe result (see the module docstring)."""
+    component = "model share %s" % path
+    if not result["answered"]:
+        return [
+            finding(
+                "model_share_hung",
+                component,
+                "answers within %g s" % timeout_s,
+                "no answer in %g s" % result["seconds"],
+                "%s did not answer within %g s: its NFS server is hung or unreachable (a hard mount blocks every reader)"
+                % (component, timeout_s),
+            )
+        ]
+    try:
+        seen = json.loads(result["stdout"]) if result["rc"] == 0 else None
+    except ValueError:
+        seen = None
+    if not isinstance(seen, dict) or "exists" not in seen:
+        why = "the probe exited %s" % result["rc"] if result["rc"] != 0 else "the probe printed no JSON"
+        return [not_run("model_share", component, why, {"rc": result["rc"], "stdout": result["stdout"], "stderr": result["stderr"]})]
+    if not seen["exists"] or not seen.get("mount"):
+        observed = "no such directory" if not seen["exists"] else "a plain directory, nothing mounted"
+        return [
+            finding(
+                "model_share_not_mounted",
+                component,
+                "mounted",
+                observed,
+                "%s is not mounted (%s): pods would read the node's own directory, not the models" % (component, observed),
+            )
+        ]
+    return []
+
+
+def check_share(path, timeout_s, argv=None):
+    result = probe(path, timeout_s, argv)
+    share = {"path": path, "answered": result["answered"], "seconds": result["seconds"]}
+    return {"findings": share_findings(path, timeout_s, result), "share": share}
