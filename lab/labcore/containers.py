@@ -35,7 +35,7 @@ BASE_FLAGS = ["--runtime", "runc", "--ulimit", "nofile=4096:4096", "--ulimit", "
 # CAP_MKNOD: the simulated driver's load creates /dev/nvidia* as the real one has nvidia-modprobe do
 # (hwsimlib/kernel.py device_nodes); the nodes only exist, the device cgroup refuses opening them
 # CAP_SYS_ADMIN: mounts inside the node's own mount namespace, for the model share's mount unit
-# (hwsim's mount.nfs bind-mounts the simulated share; systemd only takes a mount it sees in
+# (hwsim's mount.nfs mounts a tmpfs as the simulated share; systemd only takes a mount it sees in
 # mountinfo). /proc/sys stays read-only (podman), so the host's kernel settings stay out of reach.
 NODE_FLAGS = [
     *BASE_FLAGS,
