@@ -1,8 +1,7 @@
 """Pure decisions of model storage on GPU nodes (no I/O): the NFS mount's options and unit, and
 which NVMe namespaces the local cache may use.
 
-roles/model_storage uses it through filter_plugins/storage.py; what is here is held to the
-real tools and sources named below.
+roles/model_storage uses it (filter_plugins/storage.py); held to the real tools and sources named below.
 
 Public API:
 
@@ -138,8 +137,9 @@ def systemd_escape_path(path):
     return "".join(out)
 
 
-# the system's own trees: a share mounted over one of them hides the OS
+# the system's own trees: a share mounted at or under one of them hides the OS (/var itself too)
 _SYSTEM_DIRS = tuple("/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /proc /root /run /sbin /sys /tmp /usr".split())
+_SYSTEM_DIRS += ("/var/lib", "/var/log", "/var/tmp", "/var/cache/apt")
 
 
 def mount_point_problem(path):
@@ -152,10 +152,10 @@ def mount_point_problem(path):
     if not parts or any(c.isspace() for c in path):
         return "must not be / nor contain whitespace"
     clean = "/" + "/".join(parts)
-    for top in (*_SYSTEM_DIRS, "/var/lib", "/var/log", "/var/tmp", "/var/cache/apt", "/var"):
-        if clean == top or (top != "/var" and clean.startswith(top + "/")):
-            return "must not be %s%s (the system owns it)" % (top, "" if top == "/var" else " or under it")
-    return None
+    if clean == "/var":
+        return "must not be /var (the system owns it)"
+    top = next((t for t in _SYSTEM_DIRS if clean == t or clean.startswith(t + "/")), None)
+    return "must not be %s or under it (the system owns it)" % top if top else None
 
 
 def nfs_option_problems(options):

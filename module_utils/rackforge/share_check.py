@@ -25,9 +25,9 @@ import time
 
 from ansible.module_utils.rackforge.health import finding, not_run
 
-# prints {"exists", "mount", "total", "free"} of the path: a mount point by the mount table (a bind
-# mount of the same filesystem has its parent's st_dev, so os.path.ismount alone misses it), then
-# statvfs, which a mounted NFS share answers from its server
+# prints {"exists", "mount"} of the path: a mount point by the mount table (a bind mount of the
+# same filesystem has its parent's st_dev, so os.path.ismount alone misses it); the statvfs is
+# what a mounted NFS share must answer from its server (it blocks while the server is hung)
 PROBE = (
     "import json, os, sys\n"
     "p = os.path.realpath(sys.argv[1])\n"
@@ -35,9 +35,8 @@ PROBE = (
     "    print(json.dumps({'exists': False})); sys.exit(0)\n"
     "with open('/proc/self/mountinfo') as fh:\n"
     "    points = {line.split()[4].encode().decode('unicode_escape') for line in fh if len(line.split()) > 4}\n"
-    "st = os.statvfs(p)\n"
-    "mount = p in points or os.path.ismount(p)\n"
-    "print(json.dumps({'exists': True, 'mount': mount, 'total': st.f_blocks * st.f_frsize, 'free': st.f_bavail * st.f_frsize}))\n"
+    "os.statvfs(p)\n"
+    "print(json.dumps({'exists': True, 'mount': p in points or os.path.ismount(p)}))\n"
 )
 
 

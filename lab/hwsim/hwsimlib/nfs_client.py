@@ -79,10 +79,11 @@ def mount_nfs(argv):
     if not os.path.exists(note):
         with open(note, "w") as fh:
             fh.write("rackforge lab: hwsim's mount.nfs serves this directory as %s (no kernel NFS here)\n" % spec)
-    # a tmpfs named after the share, filled from the node's share directory: its root is "/", so
-    # libmount matches the /run/mount/utab entry (_netdev, written by this mount(8) right after its
-    # mount call) and systemd orders the unit as the network mount it is (a bind mount's root would not match: systemd would read
-    # it as a local mount, ordered before local-fs.target, and a boot would deadlock on it)
+    # a tmpfs named after the share, filled from the node's share directory. Its root is "/", so
+    # libmount matches the /run/mount/utab entry (_netdev, written by this mount(8) right after
+    # its mount call) and systemd orders the unit as the network mount it is. A bind mount's root
+    # would not match: systemd would read it as a local mount, ordered before local-fs.target,
+    # and a boot would deadlock on it.
     steps = [
         ["/usr/bin/mount", "-t", "tmpfs", "-o", "size=64m,mode=0755,_netdev", spec, where],
         ["/usr/bin/cp", "-a", share + "/.", where],
