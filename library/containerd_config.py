@@ -27,6 +27,14 @@ description:
     I(cni_link_from) directories gets a symlink in I(cni_bin_dir) where that name is not taken (a
     plugin installed there, by Calico for one, wins). Done on every run, so plugins installed later
     are linked too."
+  - "With O(nvidia_toolkit_settings), also sets top-level keys of the NVIDIA Container Toolkit's config.toml in
+    place, as C(nvidia-ctk config --set KEY=VALUE --in-place) would (the line, or its commented default, replaced;
+    every other line kept). Only keys the toolkit reads at the top level are taken (module_utils/rackforge/ctkconfig.py
+    lists them; the toolkit ignores a misplaced key without a word, which would leave GPUs open), checked before
+    anything is written. The runtime reads that file at each container start: no restart."
+  - "With O(service), the same call keeps containerd's unit enabled and running: started where it is not running,
+    restarted where its config changed (not for CNI links alone: containerd finds a plugin when it runs it)."
+  - Check mode and C(--diff) show both files and the unit actions that would run.
 options:
   path: {description: The config file., type: path, default: /etc/containerd/config.toml}
   systemd_cgroup: {description: SystemdCgroup of the runc runtime (must match the kubelet's cgroupDriver)., type: bool, default: true}
@@ -59,6 +67,9 @@ options:
     type: list
     elements: path
     default: []
+  nvidia_toolkit_config: {description: The toolkit's config file., type: path, default: /etc/nvidia-container-runtime/config.toml}
+  nvidia_toolkit_settings: {description: "Its top-level key -> value ({} = the file is not touched).", type: dict, default: {}}
+  service: {description: "containerd's unit, kept enabled and running ('' = left alone).", type: str, default: ""}
 """
 
 RETURN = r"""
@@ -68,116 +79,31 @@ changes: {description: "Dotted keys that were set ([] when nothing changed).", t
 backup_file: {description: The copy of the replaced file., type: str, returned: when a backup was made}
 cdi: {description: "Whether CDI is on in the merged config (false: no CDI in this containerd, or cdi false).", type: bool, returned: always}
 cni_links: {description: "Symlinks made (would be, in check mode): 'dest -> target'.", type: list, returned: always}
+toolkit_changes: {description: "The toolkit's keys set ([] when its file was already right).", type: list, returned: success}
+service_actions: {description: "What was done to O(service) (enable, start, restart; or would be).", type: list, returned: success}
 """
 
 import copy
 import os
-import re
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge import C_ENV, filestage
+from ansible.module_utils.rackforge.containerd import (
+    CRI_CDI_DEVICES,
+    CRI_PLUGIN,
+    cdi_supported,
+    merge,
+    plan_links,
+    runtimes_table,
+    shipped_without_cri,
+    version_of,
+)
+from ansible.module_utils.rackforge.ctkconfig import problems as ctk_problems
+from ansible.module_utils.rackforge.ctkconfig import set_top_level
+from ansible.module_utils.rackforge.service import keep_running
 from ansible.module_utils.rackforge.tomlr import TOMLDecodeError, loads
 from ansible.module_utils.rackforge.tomlw import dumps
-
-CRI_PLUGIN = {2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
-
-
-def runtimes_table(cfg, version):
-    return cfg.setdefault("plugins", {}).setdefault(CRI_PLUGIN[version], {}).setdefault("containerd", {}).setdefault("runtimes", {})
-
-
-# the first containerd whose CRI reads the CDIDevices a device plugin allocates
-CRI_CDI_DEVICES = (1, 7, 2)
-
-
-def version_of(text):
-    """(major, minor, patch) from `containerd --version` ("containerd github.com/containerd/containerd
-    1.7.24~ds1 1.7.24~ds1-6+deb13u1", "containerd containerd.io 1.7.27 05044ec...", "... v2.0.0 ..."),
-    or None."""
-    parts = text.split()
-    m = re.match(r"^v?(\d+)\.(\d+)\.(\d+)", parts[2]) if len(parts) >= 3 else None
-    return tuple(int(g) for g in m.groups()) if m else None
-
-
-# what a disabled_plugins list may call the CRI plugin (version 1's short name, 1.x's, 2.x's two)
-CRI_NAMES = ("cri", "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime", "io.containerd.cri.v1.images")
-
-
-def shipped_without_cri(cfg):
-    """The file containerd.io (Docker's package) ships: no version (so version 1) and nothing set but
-    disabled_plugins = ["cri"], i.e. containerd for Docker without the CRI plugin Kubernetes needs."""
-    return bool(cfg) and "version" not in cfg and set(cfg) == {"disabled_plugins"} and "cri" in (cfg["disabled_plugins"] or [])
-
-
-def cdi_supported(default_cfg):
-    """Whether a containerd whose `config default` parsed to default_cfg has CDI (1.7+ print
-    enable_cdi in the CRI table; containerd 2.x in io.containerd.cri.v1.runtime)."""
-    version = default_cfg.get("version")
-    return "enable_cdi" in (default_cfg.get("plugins", {}).get(CRI_PLUGIN.get(version, ""), {}) or {})
-
-
-def merge(cfg, systemd_cgroup, runtimes, default_runtime, cni_bin_dir="", cdi_spec_dirs=None):
-    """Apply the wanted settings to a parsed config in place; returns the dotted keys changed.
-    cdi_spec_dirs: turn CDI on with these spec directories (None: leave CDI as it is)."""
-    version = cfg.get("version")
-    if version not in CRI_PLUGIN:
-        raise ValueError("containerd config version %r is not supported (2 or 3); migrate it first: containerd config migrate" % version)
-    changes = []
-    # Kubernetes needs the CRI plugin: a config that disables it (containerd.io's, for Docker) gets it back
-    disabled = cfg.get("disabled_plugins")
-    if isinstance(disabled, list) and any(name in CRI_NAMES for name in disabled):
-        cfg["disabled_plugins"] = [name for name in disabled if name not in CRI_NAMES]
-        changes.append("disabled_plugins")
-    table = runtimes_table(cfg, version)
-    base = "plugins.%s.containerd.runtimes" % CRI_PLUGIN[version]
-
-    def put(d, key, value, dotted):
-        if d.get(key) != value:
-            d[key] = value
-            changes.append(dotted)
-
-    runc = table.setdefault("runc", {})
-    put(runc, "runtime_type", runc.get("runtime_type") or "io.containerd.runc.v2", base + ".runc.runtime_type")
-    put(runc.setdefault("options", {}), "SystemdCgroup", systemd_cgroup, base + ".runc.options.SystemdCgroup")
-    for name, spec in sorted(runtimes.items()):
-        rt = table.setdefault(name, {})
-        put(rt, "runtime_type", spec.get("runtime_type") or "io.containerd.runc.v2", "%s.%s.runtime_type" % (base, name))
-        opts = rt.setdefault("options", {})
-        put(opts, "BinaryName", spec["binary_name"], "%s.%s.options.BinaryName" % (base, name))
-        put(opts, "SystemdCgroup", systemd_cgroup, "%s.%s.options.SystemdCgroup" % (base, name))
-    if default_runtime:
-        ctr = cfg["plugins"][CRI_PLUGIN[version]]["containerd"]
-        put(ctr, "default_runtime_name", default_runtime, "plugins.%s.containerd.default_runtime_name" % CRI_PLUGIN[version])
-    if cni_bin_dir:
-        cni = cfg["plugins"][CRI_PLUGIN[version]].setdefault("cni", {})
-        dotted = "plugins.%s.cni." % CRI_PLUGIN[version]
-        if isinstance(cni.get("bin_dirs"), list):  # containerd 2.1+: a search list
-            put(cni, "bin_dirs", [cni_bin_dir] + [d for d in cni["bin_dirs"] if d != cni_bin_dir], dotted + "bin_dirs")
-        else:  # one directory
-            put(cni, "bin_dir", cni_bin_dir, dotted + "bin_dir")
-    if cdi_spec_dirs is not None:
-        cri = cfg["plugins"][CRI_PLUGIN[version]]
-        put(cri, "enable_cdi", True, "plugins.%s.enable_cdi" % CRI_PLUGIN[version])
-        put(cri, "cdi_spec_dirs", list(cdi_spec_dirs), "plugins.%s.cdi_spec_dirs" % CRI_PLUGIN[version])
-    return changes
-
-
-def plan_links(bin_dir, link_from):
-    """[(dest, target)]: a symlink in bin_dir for each executable file in the link_from directories
-    whose name is free there (the first directory listed wins a name)."""
-    links, taken = [], set()
-    for source in link_from:
-        if os.path.realpath(source) == os.path.realpath(bin_dir) or not os.path.isdir(source):
-            continue
-        for name in sorted(os.listdir(source)):
-            target = os.path.join(source, name)
-            dest = os.path.join(bin_dir, name)
-            if name in taken or not os.path.isfile(target) or not os.access(target, os.X_OK) or os.path.lexists(dest):
-                continue
-            taken.add(name)
-            links.append((dest, target))
-    return links
 
 
 def make_links(module, bin_dir, links):
@@ -189,23 +115,8 @@ def make_links(module, bin_dir, links):
         module.fail_json(msg="cni_link_from: cannot link into %s: %s" % (bin_dir, exc))
 
 
-def main():
-    module = AnsibleModule(
-        argument_spec={
-            "path": {"type": "path", "default": "/etc/containerd/config.toml"},
-            "systemd_cgroup": {"type": "bool", "default": True},
-            "runtimes": {"type": "dict", "default": {}},
-            "default_runtime_name": {"type": "str", "default": ""},
-            "containerd": {"type": "path", "default": "containerd"},
-            "backup": {"type": "bool", "default": True},
-            "cni_bin_dir": {"type": "path", "default": ""},
-            "cni_link_from": {"type": "list", "elements": "path", "default": []},
-            "cdi": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
-            "cdi_spec_dirs": {"type": "list", "elements": "path", "default": ["/etc/cdi", "/var/run/cdi"]},
-        },
-        supports_check_mode=True,
-    )
-    p = module.params
+def check_request(module, p):
+    """Refuse, before anything is read or written, what cannot be right."""
     for name, spec in p["runtimes"].items():
         if not isinstance(spec, dict) or not spec.get("binary_name"):
             module.fail_json(msg="runtimes.%s: needs binary_name (the OCI runtime binary, e.g. /usr/bin/nvidia-container-runtime)" % name)
@@ -221,7 +132,35 @@ def main():
     relative = [d for d in [p["cni_bin_dir"], *p["cni_link_from"]] if d and not os.path.isabs(d)]
     if relative:
         module.fail_json(msg="cni_bin_dir and cni_link_from take absolute paths; got %s" % ", ".join(relative))
-    binary = module.get_bin_path(p["containerd"]) if not os.path.isabs(p["containerd"]) else p["containerd"]
+    bad = ctk_problems(p["nvidia_toolkit_settings"])
+    if bad:
+        module.fail_json(msg="nvidia_toolkit_settings: %s. Nothing was changed." % "; ".join(bad), changes=[])
+
+
+def plan_toolkit(module, p):
+    """The toolkit's config.toml with its top-level keys set in place, as `nvidia-ctk config --set
+    KEY=VALUE --in-place` would (module_utils/rackforge/ctkconfig): (write or None, diff or None, keys)."""
+    if not p["nvidia_toolkit_settings"]:
+        return None, None, []
+    path = p["nvidia_toolkit_config"]
+    have = filestage.read_state(path)
+    before = (have["data"] or b"").decode()
+    try:
+        after, keys = set_top_level(before, p["nvidia_toolkit_settings"])
+    except TOMLDecodeError as exc:
+        module.fail_json(msg="%s is not valid TOML (%s): fix or remove it; rackforge does not rewrite a file it cannot read" % (path, exc))
+    except ValueError as exc:
+        module.fail_json(msg="%s: %s (nothing written)" % (path, exc))
+    if not keys:
+        return None, None, []
+    # staged beside the file and renamed over it; a file already there keeps its owner
+    write = {"dest": path, "data": after.encode(), "mode": 0o644, "uid": have.get("uid", 0), "gid": have.get("gid", 0)}
+    write["missing_dirs"] = have["missing_dirs"]
+    return write, {"before": before, "after": after, "before_header": path, "after_header": path}, keys
+
+
+def read_config(module, p, binary):
+    """(text before, parsed config to merge into, where its base came from, containerd's defaults or None)."""
     try:
         with open(p["path"], "rb") as fh:
             before_text = fh.read().decode()
@@ -233,12 +172,10 @@ def main():
         module.fail_json(
             msg="%s is not valid TOML (%s): fix or remove it; rackforge does not overwrite a file it cannot read" % (p["path"], exc)
         )
-    base_from = "file"
+    base_from, note = "file", ""
     if shipped_without_cri(current):
         current = {}  # replaced by the defaults below, as an empty file is
-        base_from_note = " (the file only disabled the CRI plugin, as containerd.io ships it)"
-    else:
-        base_from_note = ""
+        note = " (the file only disabled the CRI plugin, as containerd.io ships it)"
     defaults = None
     if not current or p["cdi"] != "false":  # the defaults: the base of an empty file, and whether this containerd has CDI
         if not binary or not os.path.exists(binary):
@@ -251,7 +188,11 @@ def main():
         defaults = loads(out)
     if not current:
         current = defaults  # merged into a copy below; the defaults themselves stay as read
-        base_from = "containerd config default" + base_from_note
+        base_from = "containerd config default" + note
+    return before_text, current, base_from, defaults
+
+
+def check_cdi(module, p, binary, defaults):
     cdi = p["cdi"] != "false" and cdi_supported(defaults)
     if p["cdi"] == "true" and not cdi:
         module.fail_json(msg="cdi: true, but this containerd (%s) has no CDI support (containerd 1.7 or later has)" % binary)
@@ -266,34 +207,11 @@ def main():
                 msg="cdi: true, but this containerd is %s: its CRI reads a pod's CDI devices only from %s on"
                 % (".".join(map(str, have)), ".".join(map(str, CRI_CDI_DEVICES)))
             )
-    wanted = copy.deepcopy(current)
-    try:
-        changes = merge(
-            wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"], p["cni_bin_dir"], p["cdi_spec_dirs"] if cdi else None
-        )
-    except ValueError as exc:
-        module.fail_json(msg="%s: %s" % (p["path"], exc))
-    if base_from != "file":
-        changes.insert(0, "(whole file from %s)" % base_from)
-    version = wanted["version"]
-    links = plan_links(p["cni_bin_dir"], p["cni_link_from"]) if p["cni_bin_dir"] else []
-    result = {
-        "version": version,
-        "runtimes": sorted(runtimes_table(wanted, version)),
-        "changes": changes,
-        "cni_links": ["%s -> %s" % link for link in links],
-        "cdi": cdi or bool(wanted["plugins"][CRI_PLUGIN[version]].get("enable_cdi")),
-    }
-    if not changes:
-        if links and not module.check_mode:
-            make_links(module, p["cni_bin_dir"], links)
-        module.exit_json(changed=bool(links), **result)
-    new_text = "# Managed by rackforge (container_runtime): merged, not templated. Keys added by hand or by\n"
-    new_text += "# other tools are kept; rackforge's keys are set on every run.\n" + dumps(wanted)
-    assert loads(new_text) == wanted  # the writer round-trips, or nothing is written
-    diff = {"before": before_text, "after": new_text, "before_header": p["path"], "after_header": p["path"]}
-    if module.check_mode:
-        module.exit_json(changed=True, diff=diff, **result)
+    return cdi
+
+
+def write_config(module, p, binary, new_text, before_text, result):
+    """Stage the merged config beside the file, have containerd parse it, then rename it into place."""
     directory = os.path.dirname(p["path"])
     os.makedirs(directory, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".config.toml.")
@@ -313,9 +231,72 @@ def main():
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    if links:
-        make_links(module, p["cni_bin_dir"], links)
-    module.exit_json(changed=True, diff=diff, **result)
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "default": "/etc/containerd/config.toml"},
+            "systemd_cgroup": {"type": "bool", "default": True},
+            "runtimes": {"type": "dict", "default": {}},
+            "default_runtime_name": {"type": "str", "default": ""},
+            "containerd": {"type": "path", "default": "containerd"},
+            "backup": {"type": "bool", "default": True},
+            "cni_bin_dir": {"type": "path", "default": ""},
+            "cni_link_from": {"type": "list", "elements": "path", "default": []},
+            "cdi": {"type": "str", "choices": ["auto", "true", "false"], "default": "auto"},
+            "cdi_spec_dirs": {"type": "list", "elements": "path", "default": ["/etc/cdi", "/var/run/cdi"]},
+            "nvidia_toolkit_config": {"type": "path", "default": "/etc/nvidia-container-runtime/config.toml"},
+            "nvidia_toolkit_settings": {"type": "dict", "default": {}},
+            "service": {"type": "str", "default": ""},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    check_request(module, p)
+    binary = module.get_bin_path(p["containerd"]) if not os.path.isabs(p["containerd"]) else p["containerd"]
+    toolkit_write, toolkit_diff, toolkit_keys = plan_toolkit(module, p)
+    before_text, current, base_from, defaults = read_config(module, p, binary)
+    cdi = check_cdi(module, p, binary, defaults)
+    wanted = copy.deepcopy(current)
+    try:
+        changes = merge(
+            wanted, p["systemd_cgroup"], p["runtimes"], p["default_runtime_name"], p["cni_bin_dir"], p["cdi_spec_dirs"] if cdi else None
+        )
+    except ValueError as exc:
+        module.fail_json(msg="%s: %s" % (p["path"], exc))
+    if base_from != "file":
+        changes.insert(0, "(whole file from %s)" % base_from)
+    version = wanted["version"]
+    links = plan_links(p["cni_bin_dir"], p["cni_link_from"]) if p["cni_bin_dir"] else []
+    result = {
+        "version": version,
+        "runtimes": sorted(runtimes_table(wanted, version)),
+        "changes": changes,
+        "cni_links": ["%s -> %s" % link for link in links],
+        "cdi": cdi or bool(wanted["plugins"][CRI_PLUGIN[version]].get("enable_cdi")),
+        "toolkit_changes": toolkit_keys,
+    }
+    diff = []
+    new_text = None
+    if changes:
+        new_text = "# Managed by rackforge (container_runtime): merged, not templated. Keys added by hand or by\n"
+        new_text += "# other tools are kept; rackforge's keys are set on every run.\n" + dumps(wanted)
+        assert loads(new_text) == wanted  # the writer round-trips, or nothing is written
+        diff.append({"before": before_text, "after": new_text, "before_header": p["path"], "after_header": p["path"]})
+    if toolkit_diff:
+        diff.append(toolkit_diff)
+    if not module.check_mode:
+        if new_text is not None:
+            write_config(module, p, binary, new_text, before_text, result)
+        if toolkit_write:
+            # the runtime reads this file at every container start: no restart
+            filestage.commit([toolkit_write], toolkit_write.pop("missing_dirs"), None)
+        if links:
+            make_links(module, p["cni_bin_dir"], links)
+    # not for CNI plugin links alone: containerd finds a plugin when it runs it
+    result["service_actions"] = keep_running(module, p["service"], bool(changes), "containerd_config", True) if p["service"] else []
+    module.exit_json(changed=bool(changes or toolkit_keys or links or result["service_actions"]), diff=diff, **result)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,11 @@ description:
     C(tcp_<name>) module, else the call fails before any change, naming O(congestion_control_var).
     A module it needs is loaded (C(modprobe)) and listed in O(module_load_file) for every boot,
     written together with O(file), both or neither.
+  - O(modules) are kernel modules the settings or their owner need (br_netfilter makes the
+    C(net.bridge.*) keys exist; overlay for containerd): a module this kernel does not have
+    (neither loaded nor known to C(modinfo)) fails the call before any change, naming
+    O(modules_var); the others are listed in O(module_load_file) and the ones not loaded are
+    loaded before the settings are applied. A re-run with every module loaded reads /sys/module only.
 options:
   settings: {description: "key -> value (e.g. net.ipv4.tcp_rmem: 4096 87380 16777216).", type: dict, required: true}
   scope: {description: auto detects a container., type: str, default: auto, choices: [auto, host, netns]}
@@ -29,7 +34,12 @@ options:
   header: {description: Comment lines at the top of O(file) (each gets a leading C(# ))., type: str, default: Managed by rackforge}
   congestion_control: {description: "auto, an algorithm (bbr, cubic, ...), or '' to leave it to O(settings).", type: str, default: ""}
   congestion_control_var: {description: Where O(congestion_control) came from (named in errors)., type: str, default: congestion_control}
-  module_load_file: {description: "The modules-load.d file for a congestion control module ('' = none written).", type: str, default: ""}
+  modules: {description: Kernel modules loaded now (before the settings) and at every boot., type: list, elements: str, default: []}
+  modules_var: {description: Where O(modules) came from (named in errors)., type: str, default: modules}
+  module_load_file:
+    description: "The modules-load.d file for O(modules) and a congestion control module ('' = none written)."
+    type: str
+    default: ""
   owner: {description: What O(module_load_file)'s header names as its owner (a role)., type: str, default: rackforge}
   sysfs_root: {description: Where sysfs is (which modules are loaded)., type: path, default: /sys}
   report: {description: Warn about the keys not applied now., type: bool, default: false}
@@ -41,14 +51,14 @@ not_applied: {description: "[{key, reason}] not applied now (persisted for boot)
 file_changed: {description: O(file) or O(module_load_file) was written (or would be)., type: bool, returned: always}
 scope: {description: The scope used., type: str, returned: always}
 congestion_control: {description: The algorithm chosen (with O(congestion_control))., type: str, returned: always}
-loaded: {description: The congestion control module loaded by this call (or that would be)., type: list, returned: always}
+loaded: {description: "The modules (O(modules), the congestion control's) this call loaded (or would).", type: list, returned: always}
 """
 
 import errno
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV, kmods
+from ansible.module_utils.rackforge import C_ENV, in_container, kmods
 from ansible.module_utils.rackforge.rootfiles import commit_or_fail, queue
 from ansible.module_utils.rackforge.units import PlanError
 
@@ -58,16 +68,6 @@ HOST_NETNS_SENTINEL = "net/core/netdev_max_backlog"
 
 def _norm(value):
     return " ".join(str(value).split())
-
-
-def in_container(module):
-    if os.path.exists("/run/.containerenv") or os.path.exists("/.dockerenv"):
-        return True
-    tool = module.get_bin_path("systemd-detect-virt")
-    if tool:
-        rc, _, _ = module.run_command([tool, "--container", "--quiet"])
-        return rc == 0
-    return False
 
 
 def render(header, settings):
@@ -114,8 +114,22 @@ def congestion_control(module, p, settings):
     return algorithm, kmod
 
 
-def persist(module, p, settings, kmod):
-    """Write O(file) and the module's boot list (0644 root) where they differ, both or neither;
+def plan_modules(module, p, kmod):
+    """(every module wanted, in order; those to load now): O(modules) then the congestion control's.
+    Fails, before any change, naming O(modules_var), where this kernel lacks one."""
+    wanted = list(dict.fromkeys(list(p["modules"]) + ([kmod] if kmod else [])))
+    loaded = {m for m in (kmods.sysfs_name(x) for x in wanted) if os.path.isdir(os.path.join(p["sysfs_root"], "module", m))}
+    unloaded = [m for m in wanted if kmods.sysfs_name(m) not in loaded]
+    modinfo = module.get_bin_path("modinfo") if unloaded else None
+    available = {m: bool(modinfo) and module.run_command([modinfo, "-F", "name", m], environ_update=C_ENV)[0] == 0 for m in unloaded}
+    try:
+        return wanted, kmods.plan(wanted, loaded, available, p["modules_var"])
+    except kmods.KmodError as exc:
+        module.fail_json(msg="%s. Nothing was changed." % exc)
+
+
+def persist(module, p, settings, wanted):
+    """Write O(file) and the modules' boot list (0644 root) where they differ, both or neither;
     returns (changed, diff entries)."""
     for key in ("file", "module_load_file"):
         if p[key] and not os.path.isabs(p[key]):
@@ -124,8 +138,8 @@ def persist(module, p, settings, kmod):
     try:
         if p["file"]:
             queue(p["file"], render(p["header"], settings), writes, diff)
-        if kmod and p["module_load_file"]:
-            queue(p["module_load_file"], kmods.load_file(p["owner"], [kmod]), writes, diff)
+        if wanted and p["module_load_file"]:
+            queue(p["module_load_file"], kmods.load_file(p["owner"], wanted), writes, diff)
     except PlanError as exc:
         module.fail_json(msg="rackforge_sysctl: %s" % exc)
     commit_or_fail(module, "rackforge_sysctl", writes)
@@ -142,6 +156,8 @@ def main():
             "header": {"type": "str", "default": "Managed by rackforge"},
             "congestion_control": {"type": "str", "default": ""},
             "congestion_control_var": {"type": "str", "default": "congestion_control"},
+            "modules": {"type": "list", "elements": "str", "default": []},
+            "modules_var": {"type": "str", "default": "modules"},
             "module_load_file": {"type": "str", "default": ""},
             "owner": {"type": "str", "default": "rackforge"},
             "sysfs_root": {"type": "path", "default": "/sys"},
@@ -152,27 +168,26 @@ def main():
     p = module.params
     settings = dict(p["settings"])
     algorithm, kmod = congestion_control(module, p, settings) if p["congestion_control"] else ("", None)
-    if kmod and os.path.isdir(os.path.join(p["sysfs_root"], "module", kmods.sysfs_name(kmod))):
-        kmod_load = None
-    else:
-        kmod_load = kmod
-    file_changed, diff = persist(module, p, settings, kmod)
-    if kmod_load and not module.check_mode:
-        rc, out, err = module.run_command([module.get_bin_path("modprobe", required=True), kmod_load], environ_update=C_ENV)
-        if rc != 0:
-            module.fail_json(
-                msg="rackforge_sysctl: modprobe %s failed (rc %d): %s" % (kmod_load, rc, (err or out).strip()),
-                rc=rc,
-                stdout=out,
-                stderr=err,
-            )
+    wanted, to_load = plan_modules(module, p, kmod)
+    file_changed, diff = persist(module, p, settings, wanted)
+    if to_load and not module.check_mode:
+        modprobe = module.get_bin_path("modprobe", required=True)
+        for name in to_load:  # in the order given: before the settings whose keys they make
+            rc, out, err = module.run_command([modprobe, name], environ_update=C_ENV)
+            if rc != 0:
+                module.fail_json(
+                    msg="rackforge_sysctl: modprobe %s failed (rc %d): %s" % (name, rc, (err or out).strip()),
+                    rc=rc,
+                    stdout=out,
+                    stderr=err,
+                )
     scope = p["scope"]
     if scope == "auto":
         scope = "netns" if in_container(module) else "host"
     root = p["proc_root"]
     shared_host_netns = scope == "netns" and os.path.exists(os.path.join(root, HOST_NETNS_SENTINEL))
     # (reported as not_applied, never "skipped": Ansible reads a true "skipped" in a result as a skipped task)
-    applied, not_applied, changed = [], [], file_changed or bool(kmod_load)
+    applied, not_applied, changed = [], [], file_changed or bool(to_load)
     for key in sorted(settings):
         want = _norm(settings[key])
         path = os.path.join(root, *key.split("."))
@@ -220,7 +235,7 @@ def main():
         scope=scope,
         file_changed=file_changed,
         congestion_control=algorithm,
-        loaded=[kmod_load] if kmod_load else [],
+        loaded=to_load,
         diff=diff,
     )
 

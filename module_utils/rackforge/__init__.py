@@ -3,6 +3,7 @@ plus the sysfs/procfs file reader and the concurrent command runner the modules 
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 # Environment for every command the modules run: tool output is parsed, so it must not be localised.
@@ -37,3 +38,15 @@ def read_file(path, default=None):
             return fh.read().strip()
     except OSError:
         return default
+
+
+def in_container(module):
+    """Whether this runs in a container (podman's /run/.containerenv, docker's /.dockerenv, or
+    systemd-detect-virt --container): what a container may apply is the host's to decide."""
+    if os.path.exists("/run/.containerenv") or os.path.exists("/.dockerenv"):
+        return True
+    tool = module.get_bin_path("systemd-detect-virt")
+    if tool:
+        rc, _, _ = module.run_command([tool, "--container", "--quiet"])
+        return rc == 0
+    return False

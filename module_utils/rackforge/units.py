@@ -153,7 +153,7 @@ def _check_request(files, absent, units, directories):
             raise PlanError("%s: restart_on/reload_on name paths that are not in files or absent: %s" % (u["name"], ", ".join(stray)))
 
 
-def _unit_plan(u, cur, touched, changed_paths):
+def unit_plan(u, cur, touched, changed_paths):
     """(enable, disable, verb, because) for one unit; verb is start/stop/restart/reload/None."""
     name, enabled, state = u["name"], u.get("enabled"), u.get("state")
     load, ufs, active = cur["LoadState"], cur["UnitFileState"], cur["ActiveState"]
@@ -243,7 +243,7 @@ def plan(files, absent, units, have_files, have_absent, have_units, directories=
         name = u["name"]
         cur = have_units[name]
         touched = any(provides(path, unit_name(name)) for path in changed_paths)
-        enable, disable, verb, because = _unit_plan(u, cur, touched, changed_paths)
+        enable, disable, verb, because = unit_plan(u, cur, touched, changed_paths)
         if enable:
             p["enable"].append(name)
         if disable:

@@ -11,9 +11,10 @@ import subprocess
 from conftest import ROOT, on_node, playbook
 
 MAX_REMOTE_TASKS = 60
-# issue 19's ratchet: what a no-op costs a GPU node today (lab-node1, 2026-12-05: 31 remote-module
-# tasks, 74 evaluations in all); lowered as the roles shrink, toward the targets of 20 and 60
-RATCHET = {"remote": 31, "evaluations": 74}
+# issue 19's ratchet: what a no-op costs a GPU node today (lab-node1, 2026-12-06: 29 remote-module
+# tasks, 69 evaluations in all, the later roles not counted); lowered as the roles shrink, toward
+# the targets of 20 and 60
+RATCHET = {"remote": 29, "evaluations": 69}
 # issue 19's budget for each role added after it: what a no-op re-run may cost per host
 ROLE_BUDGET = {"remote": 2, "evaluations": 5}
 LATER_ROLES = ("monitoring_server", "nvidia_device_plugin", "model_storage")

@@ -161,7 +161,7 @@ def test_module_check_mode_changes_nothing_and_shows_a_diff(tmp_path, capsys):
     original = (CAPTURED / "containerd-1.6.20-debian12-config.toml").read_text()
     path.write_text(original)
     res = run({"path": str(path), "runtimes": NVIDIA, "containerd": fake_containerd(tmp_path)}, capsys, check_mode=True)
-    assert res["changed"] and "SystemdCgroup = true" in res["diff"]["after"]
+    assert res["changed"] and "SystemdCgroup = true" in res["diff"][0]["after"]
     assert path.read_text() == original
 
 

@@ -166,3 +166,43 @@ def test_a_congestion_control_module_is_loaded_and_listed_for_boot_with_the_sysc
     out = json.loads(capsys.readouterr().out)
     assert out["failed"] and "network_tuning_congestion_control = 'dctcp'" in out["msg"] and "Nothing was changed" in out["msg"]
     assert {p.name: p.read_text() for p in etc.iterdir()} == before
+
+
+def test_the_modules_asked_for_load_before_the_settings_and_a_missing_one_changes_nothing(tmp_path, capsys, monkeypatch):
+    """container_runtime's call: overlay and br_netfilter loaded (hwsim's modprobe) and listed for boot
+    with the sysctl file, in one call; the re-run loads nothing; a module this kernel lacks fails
+    the call naming the variable, with no file written and nothing loaded."""
+    from ansible.module_utils.basic import AnsibleModule
+    from hwsim_helper import Sim
+
+    (tmp_path / "sim").mkdir()
+    sim = Sim(tmp_path / "sim", driver=None)
+    for key, value in sim.env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(AnsibleModule, "get_bin_path", sim.get_bin_path())
+    root = proc(tmp_path / "proc", {"net.ipv4.ip_forward": "0"})
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    args = {
+        "settings": {"net.ipv4.ip_forward": 1},
+        "modules": ["overlay", "br_netfilter"],
+        "modules_var": "container_runtime_kernel_modules",
+        "module_load_file": str(etc / "modules.conf"),
+        "owner": "roles/container_runtime",
+        "file": str(etc / "sysctl.conf"),
+        "scope": "host",
+        "proc_root": str(root),
+        "sysfs_root": str(sim.sysfs),
+    }
+    modules_json = sim.tmp / "run" / "modules.json"
+    missing = run(dict(args, modules=["overlay", "br_netfiltr"]), capsys)
+    assert missing["failed"] and "container_runtime_kernel_modules: this kernel has no module br_netfiltr" in missing["msg"], missing
+    assert "Nothing was changed" in missing["msg"] and list(etc.iterdir()) == []
+    assert not modules_json.exists() or "overlay" not in json.loads(modules_json.read_text())
+    res = run(args, capsys)
+    assert res["changed"] and res["loaded"] == ["overlay", "br_netfilter"], res
+    assert {"overlay", "br_netfilter"} <= set(json.loads(modules_json.read_text()))
+    assert (etc / "modules.conf").read_text().splitlines()[1:] == ["overlay", "br_netfilter"]
+    assert (root / "net/ipv4/ip_forward").read_text() == "1\n"
+    again = run(args, capsys)
+    assert not again["changed"] and again["loaded"] == [], again
