@@ -274,6 +274,7 @@ def main():
         "mig": gpu.get("mig", []),
         "fabric": nvlink.get("fabric", []),
         "ports": rdma.get("ports", []),
+        "share": r["share"].get("share"),
     }
     writes, diff = [], []
     # the counters of the first run the driver answers are the baseline later runs compare with

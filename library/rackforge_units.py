@@ -54,9 +54,17 @@ options:
       - "restart_on: when one of those paths changed in this call, a running unit is restarted (a unit
         whose state is started and that is not running is started anyway). reload_on does the same with
         C(systemctl reload). A stopped unit is never restarted. A name without a suffix is a service."
+      - "A restart that fails (a mount unit whose share is busy, a daemon that does not come back) is
+        remembered in O(pending_dir) before it is tried, and the marker is removed only once the unit
+        started or restarted: the next run restarts the unit again although its files are current, so
+        a unit never stays on its old configuration without a failed task saying so."
     type: list
     elements: dict
     default: []
+  pending_dir:
+    description: Where a restart that has not succeeded yet is remembered (one empty file per unit).
+    type: path
+    default: /var/lib/rackforge/restart-pending
   redact:
     description:
       - Secrets the files carry (a receiver's URL, a password). Ansible masks each wherever it would
@@ -245,9 +253,22 @@ def execute(module, systemctl, p, all_actions):
                 changed=True,
                 actions=done,
             )
+    pending_dir = module.params["pending_dir"]
+    markers = [os.path.join(pending_dir, n) for n in p["restart"]]
+    try:  # remembered before the restart: a failure below exits with the marker in place
+        if markers:
+            os.makedirs(pending_dir, mode=0o755, exist_ok=True)
+        for marker in markers:
+            open(marker, "w").close()
+    except OSError as exc:
+        module.fail_json(msg="rackforge_units: cannot remember the pending restarts in %s: %s" % (pending_dir, exc), actions=done)
     for verb in plan_units.VERBS:
         if p[verb]:
             systemctl_do(module, systemctl, [verb], p[verb], done, plan_units.verb_actions(p, verb))
+    for name in p["restart"] + p["start"]:
+        marker = os.path.join(pending_dir, name)
+        if os.path.lexists(marker):
+            os.remove(marker)
     return done
 
 
@@ -260,6 +281,7 @@ def main():
             "units": {"type": "list", "elements": "dict", "default": [], "options": UNIT_OPTIONS},
             # AnsibleModule masks every no_log value wherever it appears in the result
             "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
+            "pending_dir": {"type": "path", "default": "/var/lib/rackforge/restart-pending"},
         },
         supports_check_mode=True,
     )
@@ -276,8 +298,10 @@ def main():
     if names and not systemctl:
         module.fail_json(msg="rackforge_units: units %s are asked for but this node has no systemctl" % ", ".join(names))
     before = read_units(module, systemctl, names, []) if names else {}
+    pending_dir = module.params["pending_dir"]
+    pending = {u["name"] for u in units if u["restart_on"] and os.path.exists(os.path.join(pending_dir, u["name"]))}
     try:
-        p = plan_units.plan(files, absent, units, have_files, have_absent, before, directories, have_dirs)
+        p = plan_units.plan(files, absent, units, have_files, have_absent, before, directories, have_dirs, pending)
     except plan_units.PlanError as exc:
         module.fail_json(msg="rackforge_units: %s" % exc)
     if p["daemon_reload"] and not systemctl:

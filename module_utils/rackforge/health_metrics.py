@@ -65,4 +65,19 @@ def textfile(health):
         "np_ecn_marked_roce_packets); reported, never judged.",
         [([*_port(p), ("counter", k)], v) for p in ports for k, v in sorted((p.get("traffic") or {}).items())],
     )
+    share = health.get("share")
+    if share:  # only where a model share is configured (model_storage)
+        where = [("path", share["path"])]
+        _gauge(
+            lines,
+            "rackforge_model_share_up",
+            "1 when the model share is mounted and answered a stat within its timeout (no model_share finding).",
+            [(where, int(bool(share["up"])))],
+        )
+        _gauge(
+            lines,
+            "rackforge_model_share_answer_seconds",
+            "Seconds the model share took to answer the health check's stat (the timeout where it did not answer).",
+            [(where, share["seconds"])],
+        )
     return HEADER + "\n".join(lines) + "\n"

@@ -13,7 +13,8 @@ Public API:
   model_share_hung (no answer in time), model_share_not_mounted (the path is missing or not a
   mount point: pods would read the node's own empty directory), model_share_not_run (the probe
   failed otherwise, with its evidence).
-- check_share(path, timeout_s, argv=None) -> {"findings": [...], "share": {...}}.
+- check_share(path, timeout_s, argv=None) -> {"findings": [...], "share": {path, answered, seconds,
+  up}}: the share's summary goes into the verdict (health["share"]) and its textfile metrics.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ def share_findings(path, timeout_s, result):
 
 
 def check_share(path, timeout_s, argv=None):
+    """The findings and the share's summary for the verdict and its metrics: {path, answered,
+    seconds (the probe's; the timeout where it did not answer), up (no finding)}."""
     result = probe(path, timeout_s, argv)
-    share = {"path": path, "answered": result["answered"], "seconds": result["seconds"]}
-    return {"findings": share_findings(path, timeout_s, result), "share": share}
+    findings = share_findings(path, timeout_s, result)
+    share = {"path": path, "answered": result["answered"], "seconds": result["seconds"], "up": not findings}
+    return {"findings": findings, "share": share}

@@ -153,8 +153,12 @@ def _check_request(files, absent, units, directories):
             raise PlanError("%s: restart_on/reload_on name paths that are not in files or absent: %s" % (u["name"], ", ".join(stray)))
 
 
-def unit_plan(u, cur, touched, changed_paths):
-    """(enable, disable, verb, because) for one unit; verb is start/stop/restart/reload/None."""
+PENDING = "its restart failed in an earlier run"
+
+
+def unit_plan(u, cur, touched, changed_paths, pending=False):
+    """(enable, disable, verb, because) for one unit; verb is start/stop/restart/reload/None.
+    pending: an earlier run's restart of it failed (the unit still runs what it ran before)."""
     name, enabled, state = u["name"], u.get("enabled"), u.get("state")
     load, ufs, active = cur["LoadState"], cur["UnitFileState"], cur["ActiveState"]
     running = active in RUNNING
@@ -165,8 +169,8 @@ def unit_plan(u, cur, touched, changed_paths):
         verb = "start"
     elif state == "stopped" and running:
         verb = "stop"
-    elif running and restart_because:  # a unit to be stopped was caught above
-        verb, because = "restart", restart_because
+    elif running and (restart_because or pending):  # a unit to be stopped was caught above
+        verb, because = "restart", restart_because or [PENDING]
     elif running and reload_because:
         verb, because = "reload", reload_because
     enable = enabled is True and ufs not in ENABLED
@@ -205,13 +209,14 @@ def dir_changes(want, have):
     return _meta_changes(want, have)
 
 
-def plan(files, absent, units, have_files, have_absent, have_units, directories=(), have_dirs=None):
+def plan(files, absent, units, have_files, have_absent, have_units, directories=(), have_dirs=None, pending=()):
     """What to do, in the order to do it.
     files: [{dest, data (bytes), mode (int), uid, gid, owner, group, validate, secret}]; absent: [path];
     units: [{name, enabled (True/False/None), state (started/stopped/None), restart_on, reload_on}];
     directories: [{path, mode, uid, gid, owner, group}];
     have_files / have_absent / have_dirs: {path: {kind, data, mode, uid, gid, owner, group, missing_dirs}};
-    have_units: {name: parsed `systemctl show` block}."""
+    have_units: {name: parsed `systemctl show` block}; pending: names whose restart an earlier run
+    left undone (restarted again where they run)."""
     _check_request(files, absent, units, directories)
     writes, mkdirs, dirs = [], [], []
     for d in directories:
@@ -243,7 +248,7 @@ def plan(files, absent, units, have_files, have_absent, have_units, directories=
         name = u["name"]
         cur = have_units[name]
         touched = any(provides(path, unit_name(name)) for path in changed_paths)
-        enable, disable, verb, because = unit_plan(u, cur, touched, changed_paths)
+        enable, disable, verb, because = unit_plan(u, cur, touched, changed_paths, name in pending)
         if enable:
             p["enable"].append(name)
         if disable:

@@ -28,10 +28,13 @@ def test_the_share_is_mounted_by_its_unit_and_enabled_for_boot(converged, gpu_no
         assert on_node(node, "test", "-f", "/models/SIMULATED-NFS-SHARE", check=False).returncode == 0
 
 
-def trial(*extra):
-    options = ["ro", "hard", "retry=0", "_netdev"]
-    args = {"model_storage_mount_point": TRIAL, "model_storage_nfs_options": options, "model_storage_mount_timeout_s": 5}
+def trial(*extra, options=("ro", "hard", "retry=0", "_netdev")):
+    args = {"model_storage_mount_point": TRIAL, "model_storage_nfs_options": list(options), "model_storage_mount_timeout_s": 5}
     return playbook("playbooks/storage.yml", "--limit", NODE, "-e", json.dumps(args), *extra)
+
+
+PENDING = "/var/lib/rackforge/restart-pending/" + TRIAL_UNIT
+HOLDER = "rf-trial-share-holder"
 
 
 @pytest.fixture
@@ -41,7 +44,8 @@ def clean_trial():
         NODE,
         "sh",
         "-c",
-        "systemctl disable --now '%s'; rm -f '/etc/systemd/system/%s'; systemctl daemon-reload; rmdir %s" % (TRIAL_UNIT, TRIAL_UNIT, TRIAL),
+        "systemctl stop %s; systemctl disable --now '%s'; rm -f '/etc/systemd/system/%s' '%s'; systemctl daemon-reload; rmdir %s"
+        % (HOLDER, TRIAL_UNIT, TRIAL_UNIT, PENDING, TRIAL),
         check=False,
     )
 
@@ -80,3 +84,25 @@ def test_options_changed_remount_and_a_rerun_changes_nothing(converged, clean_tr
     )
     assert rw.returncode == 0 and rw.recap[NODE]["changed"] == 1, rw.stdout[-3000:]
     assert on_node(NODE, "findmnt", "-n", "-o", "OPTIONS", TRIAL).stdout.split(",")[0] == "rw"
+
+
+def test_a_remount_refused_by_a_busy_share_is_retried_by_every_run_until_it_succeeds(converged, clean_trial):
+    """A pod holding the share open makes the remount fail; the unit file is current from then on, so
+    only the pending restart rackforge_units remembers makes the next runs try again (and fail,
+    saying so) until the share is free; then one run remounts and the next changes nothing."""
+    assert trial().recap[NODE]["failed"] == 0
+    # cd in its shell, not --working-directory (which makes the unit require the mount: systemd would stop it first)
+    on_node(NODE, "systemd-run", "--unit=" + HOLDER, "sh", "-c", "cd %s && exec sleep 600" % TRIAL)
+    rw = ("rw", "hard", "retry=0", "_netdev")
+    for attempt in (1, 2):
+        busy = trial(options=rw)
+        assert busy.returncode != 0 and busy.recap[NODE]["failed"] == 1, (attempt, busy.stdout[-3000:])
+        assert "systemctl restart -- %s failed" % TRIAL_UNIT in busy.stdout.replace("\\\\", "\\"), (attempt, busy.stdout[-3000:])
+        assert on_node(NODE, "findmnt", "-n", "-o", "OPTIONS", TRIAL).stdout.split(",")[0] == "ro"  # the old mount stays
+        assert on_node(NODE, "test", "-e", PENDING, check=False).returncode == 0
+    on_node(NODE, "systemctl", "stop", HOLDER)
+    freed = trial(options=rw)
+    assert freed.returncode == 0 and freed.recap[NODE]["changed"] == 1, freed.stdout[-3000:]
+    assert on_node(NODE, "findmnt", "-n", "-o", "OPTIONS", TRIAL).stdout.split(",")[0] == "rw"
+    assert on_node(NODE, "test", "-e", PENDING, check=False).returncode != 0
+    assert trial(options=rw).recap[NODE]["changed"] == 0

@@ -116,7 +116,10 @@ def test_the_share_check_finds_a_directory_that_is_not_mounted_and_passes_a_moun
     assert plain["findings"][0]["observed"] == "a plain directory, nothing mounted"
     gone = S.check_share(str(tmp_path / "gone"), 10)["findings"]
     assert [(f["check"], f["observed"]) for f in gone] == [("model_share_not_mounted", "no such directory")]
-    assert S.check_share("/", 10) == {"findings": [], "share": {"path": "/", "answered": True, "seconds": pytest.approx(0, abs=10)}}
+    assert S.check_share("/", 10) == {
+        "findings": [],
+        "share": {"path": "/", "answered": True, "seconds": pytest.approx(0, abs=10), "up": True},
+    }
 
 
 def test_a_share_that_never_answers_is_a_finding_within_the_timeout_and_the_check_does_not_wait_for_it():
@@ -125,7 +128,11 @@ def test_a_share_that_never_answers_is_a_finding_within_the_timeout_and_the_chec
     began = time.monotonic()
     found = S.check_share("/models", 0.5, argv=[sys.executable, "-c", "import time; time.sleep(60)"])
     assert time.monotonic() - began < 3
-    assert [f["check"] for f in found["findings"]] == ["model_share_hung"] and found["share"]["answered"] is False
+    assert (
+        [f["check"] for f in found["findings"]] == ["model_share_hung"]
+        and found["share"]["answered"] is False
+        and found["share"]["up"] is False
+    )
     assert "did not answer within 0.5 s" in found["findings"][0]["message"]
 
 
@@ -135,3 +142,16 @@ def test_a_failing_probe_is_a_check_that_could_not_run_with_its_evidence():
     found = S.check_share("/models", 10, argv=[sys.executable, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"])["findings"]
     assert [f["check"] for f in found] == ["model_share_not_run"]
     assert found[0]["evidence"]["rc"] == 3 and "boom" in found[0]["evidence"]["stderr"]
+
+
+def test_the_share_s_gauges_are_in_the_textfile_only_where_a_share_is_configured():
+    """What RackforgeModelShareDown reads (roles/monitoring/files/rackforge-alerts.yml, its promtool case)."""
+    from ansible.module_utils.rackforge.health_metrics import textfile
+
+    base = {"healthy": False, "findings": [{"check": "model_share_hung"}], "gpus": [], "fabric": [], "ports": []}
+    hung = textfile(dict(base, share={"path": "/models", "answered": False, "seconds": 10.0, "up": False}))
+    assert 'rackforge_model_share_up{path="/models"} 0\n' in hung
+    assert 'rackforge_model_share_answer_seconds{path="/models"} 10.0\n' in hung
+    up = textfile(dict(base, healthy=True, findings=[], share={"path": "/models", "answered": True, "seconds": 0.004, "up": True}))
+    assert 'rackforge_model_share_up{path="/models"} 1\n' in up
+    assert "rackforge_model_share" not in textfile(dict(base, share=None)) and "rackforge_model_share" not in textfile(base)

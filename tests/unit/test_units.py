@@ -376,3 +376,15 @@ def test_nothing_to_do_plans_nothing():
     p = run(files=[want(SCRIPT, mode=0o755)], have_files=SAME_SCRIPT, units=request, blocks=blocks)
     assert u.actions(p) == [] and not p["daemon_reload"] and not p["verify"]
     assert u.diffs(p, SAME_SCRIPT, {}, {}) == []
+
+
+def test_a_restart_an_earlier_run_could_not_do_is_tried_again_with_the_files_current():
+    """A mount unit whose share was busy: its file is current, but the restart failed last time."""
+    blocks = {n: real(n) for n in ("rf-sleep.service", "rf-off.service")}
+    request = [unit("rf-sleep.service", True, "started", restart_on=[SCRIPT]), unit("rf-off.service", None, "started", restart_on=[SCRIPT])]
+    p = run(files=[want(SCRIPT, mode=0o755)], have_files=SAME_SCRIPT, units=request, blocks=blocks)
+    assert u.actions(p) == ["start rf-off.service"]  # nothing pending: only the stopped one starts
+    pending = {"rf-sleep.service", "rf-off.service"}
+    p = u.plan([want(SCRIPT, mode=0o755)], [], request, SAME_SCRIPT, {}, blocks, pending=pending)
+    assert u.actions(p) == ["start rf-off.service", "restart rf-sleep.service (changed: its restart failed in an earlier run)"]
+    assert not p["daemon_reload"]  # no file changed: systemd has nothing new to load
