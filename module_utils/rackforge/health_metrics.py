@@ -66,18 +66,15 @@ def textfile(health):
         [([*_port(p), ("counter", k)], v) for p in ports for k, v in sorted((p.get("traffic") or {}).items())],
     )
     share = health.get("share")
-    if share:  # only where a model share is configured (model_storage)
+    # only where a model share is configured (model_storage); how long it took is left out: the
+    # file must not change on a re-run that finds the node as it was (node_exporter's mountstats
+    # collector has the NFS latencies)
+    if share:
         where = [("path", share["path"])]
         _gauge(
             lines,
             "rackforge_model_share_up",
             "1 when the model share is mounted and answered a stat within its timeout (no model_share finding).",
             [(where, int(bool(share["up"])))],
-        )
-        _gauge(
-            lines,
-            "rackforge_model_share_answer_seconds",
-            "Seconds the model share took to answer the health check's stat (the timeout where it did not answer).",
-            [(where, share["seconds"])],
         )
     return HEADER + "\n".join(lines) + "\n"

@@ -13,8 +13,8 @@ Public API:
   model_share_hung (no answer in time), model_share_not_mounted (the path is missing or not a
   mount point: pods would read the node's own empty directory), model_share_not_run (the probe
   failed otherwise, with its evidence).
-- check_share(path, timeout_s, argv=None) -> {"findings": [...], "share": {path, answered, seconds,
-  up}}: the share's summary goes into the verdict (health["share"]) and its textfile metrics.
+- check_share(path, timeout_s, argv=None) -> {"findings": [...], "share": {path, answered, up}}:
+  the share's summary goes into the verdict (health["share"]) and its textfile metrics.
 """
 
 from __future__ import annotations
@@ -102,9 +102,10 @@ def share_findings(path, timeout_s, result):
 
 
 def check_share(path, timeout_s, argv=None):
-    """The findings and the share's summary for the verdict and its metrics: {path, answered,
-    seconds (the probe's; the timeout where it did not answer), up (no finding)}."""
+    """The findings and the share's summary for the verdict and its metrics: {path, answered, up
+    (no finding)}; how long it took stays in the findings (a verdict that changed with every
+    run's timing would rewrite the metrics and the fleet state on a re-run that found nothing new)."""
     result = probe(path, timeout_s, argv)
     findings = share_findings(path, timeout_s, result)
-    share = {"path": path, "answered": result["answered"], "seconds": result["seconds"], "up": not findings}
+    share = {"path": path, "answered": result["answered"], "up": not findings}
     return {"findings": findings, "share": share}

@@ -118,7 +118,7 @@ def test_the_share_check_finds_a_directory_that_is_not_mounted_and_passes_a_moun
     assert [(f["check"], f["observed"]) for f in gone] == [("model_share_not_mounted", "no such directory")]
     assert S.check_share("/", 10) == {
         "findings": [],
-        "share": {"path": "/", "answered": True, "seconds": pytest.approx(0, abs=10), "up": True},
+        "share": {"path": "/", "answered": True, "up": True},
     }
 
 
@@ -149,9 +149,8 @@ def test_the_share_s_gauges_are_in_the_textfile_only_where_a_share_is_configured
     from ansible.module_utils.rackforge.health_metrics import textfile
 
     base = {"healthy": False, "findings": [{"check": "model_share_hung"}], "gpus": [], "fabric": [], "ports": []}
-    hung = textfile(dict(base, share={"path": "/models", "answered": False, "seconds": 10.0, "up": False}))
+    hung = textfile(dict(base, share={"path": "/models", "answered": False, "up": False}))
     assert 'rackforge_model_share_up{path="/models"} 0\n' in hung
-    assert 'rackforge_model_share_answer_seconds{path="/models"} 10.0\n' in hung
-    up = textfile(dict(base, healthy=True, findings=[], share={"path": "/models", "answered": True, "seconds": 0.004, "up": True}))
+    up = textfile(dict(base, healthy=True, findings=[], share={"path": "/models", "answered": True, "up": True}))
     assert 'rackforge_model_share_up{path="/models"} 1\n' in up
     assert "rackforge_model_share" not in textfile(dict(base, share=None)) and "rackforge_model_share" not in textfile(base)
