@@ -1,6 +1,6 @@
 """rackforge filters for the model share (roles/model_storage): the NFS options checked against
 what the kernel's client accepts, the mount point's rules, and the systemd .mount unit with the
-name systemd gives it. The decisions live in module_utils/rackforge/model_storage.py (unit
+name systemd gives it, and the PersistentVolume and claim of the share. The decisions live in module_utils/rackforge/model_storage.py (unit
 tested); these pass data in and out."""
 
 from __future__ import annotations
@@ -44,10 +44,18 @@ def model_share_unit(where, server, export, options, timeout_s):
     return {"name": name, "content": MS.nfs_mount_unit(str(server), str(export), str(where), plain, int(timeout_s))}
 
 
+def model_share_volumes(name, namespace, server, export, capacity_gi, options):
+    """The share's PersistentVolume (NFS, ReadOnlyMany, pre-bound) and its claim, with the
+    namespace they live in first."""
+    objects = MS.volume_objects(str(name), str(namespace), str(server), str(export), int(capacity_gi), controller.plain(list(options)))
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": str(namespace)}}, *objects]
+
+
 class FilterModule:
     def filters(self):
         return {
             "nfs_option_problems": nfs_option_problems,
             "mount_point_problems": mount_point_problems,
             "model_share_unit": model_share_unit,
+            "model_share_volumes": model_share_volumes,
         }

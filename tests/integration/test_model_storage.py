@@ -106,3 +106,23 @@ def test_a_remount_refused_by_a_busy_share_is_retried_by_every_run_until_it_succ
     assert on_node(NODE, "findmnt", "-n", "-o", "OPTIONS", TRIAL).stdout.split(",")[0] == "rw"
     assert on_node(NODE, "test", "-e", PENDING, check=False).returncode != 0
     assert trial(options=rw).recap[NODE]["changed"] == 0
+
+
+def kubectl_json(*args):
+    return json.loads(on_node("lab-cp1", "kubectl", *args, "-o", "json").stdout)
+
+
+def test_the_control_plane_holds_the_share_s_volume_and_claim_and_puts_a_deleted_claim_back(converged):
+    """What the seed's Deployment mounts (claim `models` in `inference`): the static NFS volume,
+    pre-bound, with the unit's options less _netdev, from the lab's share variables."""
+    pv = kubectl_json("get", "persistentvolume", "models-inference")
+    what = next(ln for ln in on_node("lab-node1", "cat", "/etc/systemd/system/models.mount").stdout.splitlines() if ln.startswith("What="))
+    assert pv["spec"]["nfs"] == {"server": what[5:].rsplit(":", 1)[0], "path": "/srv/models", "readOnly": True}  # the nodes' share
+    assert pv["spec"]["mountOptions"] == ["vers=4.2", "ro", "hard", "nconnect=8", "rsize=1048576", "wsize=1048576", "noatime"]
+    assert pv["spec"]["claimRef"]["namespace"] == "inference" and pv["spec"]["claimRef"]["name"] == "models"
+    pvc = kubectl_json("get", "persistentvolumeclaim", "models", "-n", "inference")
+    assert pvc["spec"]["volumeName"] == "models-inference" and pvc["spec"]["accessModes"] == ["ReadOnlyMany"]
+    on_node("lab-cp1", "kubectl", "delete", "persistentvolumeclaim", "models", "-n", "inference")
+    res = playbook("playbooks/control_plane.yml", "--limit", "lab-cp1")
+    assert res.returncode == 0 and res.recap["lab-cp1"]["changed"] == 1, res.stdout[-3000:]
+    assert kubectl_json("get", "persistentvolumeclaim", "models", "-n", "inference") == pvc
