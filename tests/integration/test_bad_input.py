@@ -41,6 +41,7 @@ CASES = [
         'model_storage_nfs_options = ["ro", "hard", "nconnect=32"]: nconnect=32 is out of range (1..16)',
     ),
     ({"model_storage_nfs_server": "nfs_1"}, 'model_storage_nfs_server = "nfs_1": must be an IP address or a host name'),
+    ({"model_storage_namespace": "Inference"}, 'model_storage_namespace = "Inference": must be a DNS-1123 label'),
     ({"monitoring_listen_address": "eth0"}, 'monitoring_listen_address = "eth0": must be an IP address'),
     ({"monitoring_node_exporter_port": 70000}, "monitoring_node_exporter_port = 70000: must be 1..65535"),
     ({"nvidia_driver_version": ""}, 'nvidia_driver_version = "": must not be empty (an exact X.Y.Z version)'),
