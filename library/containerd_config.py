@@ -33,7 +33,9 @@ description:
     lists them; the toolkit ignores a misplaced key without a word, which would leave GPUs open), checked before
     anything is written. The runtime reads that file at each container start: no restart."
   - "With O(service), the same call keeps containerd's unit enabled and running: started where it is not running,
-    restarted where its config changed (not for CNI links alone: containerd finds a plugin when it runs it)."
+    restarted where its config changed (not for CNI links alone: containerd finds a plugin when it runs it). The
+    restart is remembered before the config is written and forgotten once containerd has restarted, so a run
+    that failed between the two leaves it to the next run."
   - Check mode and C(--diff) show both files and the unit actions that would run.
 options:
   path: {description: The config file., type: path, default: /etc/containerd/config.toml}
@@ -101,7 +103,7 @@ from ansible.module_utils.rackforge.containerd import (
 )
 from ansible.module_utils.rackforge.ctkconfig import problems as ctk_problems
 from ansible.module_utils.rackforge.ctkconfig import set_top_level
-from ansible.module_utils.rackforge.service import keep_running
+from ansible.module_utils.rackforge.service import keep_running, remember_restart
 from ansible.module_utils.rackforge.tomlr import TOMLDecodeError, loads
 from ansible.module_utils.rackforge.tomlw import dumps
 
@@ -287,11 +289,13 @@ def main():
     if toolkit_diff:
         diff.append(toolkit_diff)
     if not module.check_mode:
-        if new_text is not None:
-            write_config(module, p, binary, new_text, before_text, result)
         if toolkit_write:
             # the runtime reads this file at every container start: no restart
             filestage.commit([toolkit_write], toolkit_write.pop("missing_dirs"), None)
+        if new_text is not None:
+            if p["service"]:  # until it has restarted: a failure below leaves it to the next run
+                remember_restart(module, p["service"], "containerd_config")
+            write_config(module, p, binary, new_text, before_text, result)
         if links:
             make_links(module, p["cni_bin_dir"], links)
     # not for CNI plugin links alone: containerd finds a plugin when it runs it

@@ -281,7 +281,7 @@ def main():
             "units": {"type": "list", "elements": "dict", "default": [], "options": UNIT_OPTIONS},
             # AnsibleModule masks every no_log value wherever it appears in the result
             "redact": {"type": "list", "elements": "str", "default": [], "no_log": True},
-            "pending_dir": {"type": "path", "default": "/var/lib/rackforge/restart-pending"},
+            "pending_dir": {"type": "path", "default": plan_units.PENDING_DIR},
         },
         supports_check_mode=True,
     )

@@ -1,18 +1,42 @@
 """One systemd service kept enabled and running by the module that owns its config, in the same
 call: read with one `systemctl show`, decided by units.unit_plan (the rules rackforge_units uses),
 then enable, start, or restart where the config changed. A stopped unit is started, never
-restarted; check mode predicts the same actions and runs none."""
+restarted; check mode predicts the same actions and runs none.
+
+A restart is remembered (remember_restart, before the config is written) until the unit has
+started or restarted, in the directory rackforge_units uses: a run that wrote the config but
+could not restart the unit leaves the restart to the next run, which finds the config current."""
 
 from __future__ import annotations
+
+import os
 
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge import units as plan_units
 
+PENDING_DIR = plan_units.PENDING_DIR
 
-def keep_running(module, name, config_changed, who, not_installed_ok=False):
-    """Enable and start `name`, restarting it where config_changed and it runs; returns the actions
-    (done, or that would be in check mode). not_installed_ok: in check mode a unit whose package
-    is not installed yet reads as one to start once it is. Failures carry rc, stdout, stderr."""
+
+def remember_restart(module, name, who, pending_dir=PENDING_DIR):
+    """Mark `name` as needing a restart (call before writing what it reads); nothing in check mode."""
+    if module.check_mode:
+        return
+    try:
+        os.makedirs(pending_dir, mode=0o755, exist_ok=True)
+        open(os.path.join(pending_dir, name), "w").close()
+    except OSError as exc:
+        module.fail_json(
+            msg="%s: cannot remember the pending restart of %s in %s: %s (nothing was changed)" % (who, name, pending_dir, exc)
+        )
+
+
+def keep_running(module, name, config_changed, who, not_installed_ok=False, pending_dir=PENDING_DIR):
+    """Enable and start `name`, restarting it where config_changed (or a restart is pending) and it
+    runs; returns the actions (done, or that would be in check mode). not_installed_ok: in check
+    mode a unit whose package is not installed yet reads as one to start once it is. Failures
+    carry rc, stdout, stderr and leave a pending restart marked."""
+    marker = os.path.join(pending_dir, name)
+    config_changed = config_changed or os.path.exists(marker)
     systemctl = module.get_bin_path("systemctl", required=True)
     argv = plan_units.show_argv(systemctl, [name])
     rc, out, err = module.run_command(argv, environ_update=C_ENV)
@@ -47,4 +71,6 @@ def keep_running(module, name, config_changed, who, not_installed_ok=False):
                     changed=True,
                 )
         done.append(" ".join(step))
+    if not module.check_mode and os.path.exists(marker):
+        os.remove(marker)  # started or restarted (or running, with nothing pending to restart)
     return done

@@ -154,6 +154,8 @@ def _check_request(files, absent, units, directories):
 
 
 PENDING = "its restart failed in an earlier run"
+# where a restart not done yet is remembered, one empty file per unit (rackforge_units, service.keep_running)
+PENDING_DIR = "/var/lib/rackforge/restart-pending"
 
 
 def unit_plan(u, cur, touched, changed_paths, pending=False):

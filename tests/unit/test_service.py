@@ -44,29 +44,58 @@ class FakeModule:
         ("rf-fail.service", False, ["start containerd.service"]),  # static, failed: started again
     ],
 )
-def test_what_runs_follows_the_unit_state_and_the_config(state, changed, actions):
+def test_what_runs_follows_the_unit_state_and_the_config(state, changed, actions, tmp_path):
     module = FakeModule(REAL[state])
-    assert keep_running(module, "containerd.service", changed, "containerd_config") == actions
+    assert keep_running(module, "containerd.service", changed, "containerd_config", pending_dir=str(tmp_path)) == actions
     assert module.ran == [[a.split()[0], "--", "containerd.service"] for a in actions]
     checked = FakeModule(REAL[state], check_mode=True)
-    assert keep_running(checked, "containerd.service", changed, "containerd_config") == actions and checked.ran == []
+    assert (
+        keep_running(checked, "containerd.service", changed, "containerd_config", pending_dir=str(tmp_path)) == actions
+        and checked.ran == []
+    )
 
 
-def test_a_unit_not_installed_yet_is_a_start_in_check_mode_and_an_error_otherwise():
+def test_a_unit_not_installed_yet_is_a_start_in_check_mode_and_an_error_otherwise(tmp_path):
     checked = FakeModule(REAL["nosuch.service"], check_mode=True)
-    assert keep_running(checked, "containerd.service", True, "containerd_config", True) == ["start containerd.service (once installed)"]
+    assert keep_running(checked, "containerd.service", True, "containerd_config", True, pending_dir=str(tmp_path)) == [
+        "start containerd.service (once installed)"
+    ]
     with pytest.raises(Exit) as exc:
-        keep_running(FakeModule(REAL["nosuch.service"]), "containerd.service", False, "containerd_config", True)
+        keep_running(FakeModule(REAL["nosuch.service"]), "containerd.service", False, "containerd_config", True, pending_dir=str(tmp_path))
     assert "no such unit" in exc.value.args[0]["msg"]
 
 
-def test_a_masked_unit_is_refused_and_a_failing_restart_carries_its_evidence():
+def test_a_masked_unit_is_refused_and_a_failing_restart_carries_its_evidence(tmp_path):
     with pytest.raises(Exit) as exc:
-        keep_running(FakeModule(REAL["systemd-logind.service"]), "containerd.service", False, "containerd_config")
+        keep_running(
+            FakeModule(REAL["systemd-logind.service"]), "containerd.service", False, "containerd_config", pending_dir=str(tmp_path)
+        )
     assert "is masked" in exc.value.args[0]["msg"]
     failing = FakeModule(REAL["sshd.service"], rc=1)
     with pytest.raises(Exit) as exc:
-        keep_running(failing, "containerd.service", True, "containerd_config")
+        keep_running(failing, "containerd.service", True, "containerd_config", pending_dir=str(tmp_path))
     out = exc.value.args[0]
     assert out["rc"] == 1 and out["stderr"] == "Job for containerd.service failed." and "containerd.service - failed" in out["msg"]
     assert failing.ran[-1][0] == "status"
+
+
+def test_a_restart_left_pending_is_done_by_the_next_call_and_forgotten_only_once_it_succeeded(tmp_path):
+    """containerd_config remembers the restart before it writes the config: a run that wrote it but
+    could not restart containerd leaves the restart to the next run, whose config is current."""
+    from ansible.module_utils.rackforge.service import remember_restart
+
+    pending = tmp_path / "pending"
+    remember_restart(FakeModule(REAL["sshd.service"]), "containerd.service", "containerd_config", str(pending))
+    failing = FakeModule(REAL["sshd.service"], rc=1)
+    with pytest.raises(Exit):
+        keep_running(failing, "containerd.service", False, "containerd_config", pending_dir=str(pending))
+    assert (pending / "containerd.service").exists()  # still pending
+    checked = FakeModule(REAL["sshd.service"], check_mode=True)
+    assert keep_running(checked, "containerd.service", False, "containerd_config", pending_dir=str(pending)) == [
+        "restart containerd.service"
+    ]
+    assert (pending / "containerd.service").exists()  # check mode forgets nothing
+    ok = FakeModule(REAL["sshd.service"])
+    assert keep_running(ok, "containerd.service", False, "containerd_config", pending_dir=str(pending)) == ["restart containerd.service"]
+    assert not (pending / "containerd.service").exists()
+    assert keep_running(FakeModule(REAL["sshd.service"]), "containerd.service", False, "containerd_config", pending_dir=str(pending)) == []
