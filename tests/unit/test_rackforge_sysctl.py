@@ -127,9 +127,8 @@ def test_congestion_control_auto_is_bbr_where_the_kernel_has_it_else_cubic_and_a
         pick("dctcp", ["reno", "cubic"], lambda m: False, "network_tuning_congestion_control")
 
 
-def test_a_congestion_control_module_is_loaded_and_listed_for_boot_with_the_sysctl_file(tmp_path, capsys, monkeypatch):
-    """tcp_bbr as a module (hwsim's modinfo/modprobe): loaded now, listed in modules-load.d and the
-    algorithm persisted, in one call; a second run changes nothing; an unknown one changes nothing."""
+def simulated_kernel(tmp_path, monkeypatch):
+    """hwsim's modinfo, modprobe and /sys/module, as the module finds them on a node."""
     from ansible.module_utils.basic import AnsibleModule
     from hwsim_helper import Sim
 
@@ -138,6 +137,13 @@ def test_a_congestion_control_module_is_loaded_and_listed_for_boot_with_the_sysc
     for key, value in sim.env.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(AnsibleModule, "get_bin_path", sim.get_bin_path())
+    return sim
+
+
+def test_a_congestion_control_module_is_loaded_and_listed_for_boot_with_the_sysctl_file(tmp_path, capsys, monkeypatch):
+    """tcp_bbr as a module (hwsim's modinfo/modprobe): loaded now, listed in modules-load.d and the
+    algorithm persisted, in one call; a second run changes nothing; an unknown one changes nothing."""
+    sim = simulated_kernel(tmp_path, monkeypatch)
     root = proc(tmp_path / "proc", {"net.ipv4.tcp_available_congestion_control": "reno cubic", "net.ipv4.tcp_congestion_control": "cubic"})
     etc = tmp_path / "etc"
     etc.mkdir()
@@ -172,14 +178,7 @@ def test_the_modules_asked_for_load_before_the_settings_and_a_missing_one_change
     """container_runtime's call: overlay and br_netfilter loaded (hwsim's modprobe) and listed for boot
     with the sysctl file, in one call; the re-run loads nothing; a module this kernel lacks fails
     the call naming the variable, with no file written and nothing loaded."""
-    from ansible.module_utils.basic import AnsibleModule
-    from hwsim_helper import Sim
-
-    (tmp_path / "sim").mkdir()
-    sim = Sim(tmp_path / "sim", driver=None)
-    for key, value in sim.env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(AnsibleModule, "get_bin_path", sim.get_bin_path())
+    sim = simulated_kernel(tmp_path, monkeypatch)
     root = proc(tmp_path / "proc", {"net.ipv4.ip_forward": "0"})
     etc = tmp_path / "etc"
     etc.mkdir()
