@@ -126,3 +126,12 @@ def test_the_control_plane_holds_the_share_s_volume_and_claim_and_puts_a_deleted
     res = playbook("playbooks/control_plane.yml", "--limit", "lab-cp1")
     assert res.returncode == 0 and res.recap["lab-cp1"]["changed"] == 1, res.stdout[-3000:]
     assert kubectl_json("get", "persistentvolumeclaim", "models", "-n", "inference") == pvc
+
+
+def test_control_plane_yml_on_its_own_refuses_a_bad_claim_namespace_before_applying(converged):
+    manifest = on_node("lab-cp1", "sha256sum", "/etc/kubernetes/rackforge/model-storage.yml").stdout
+    res = playbook("playbooks/control_plane.yml", "--limit", "lab-cp1", "-e", json.dumps({"model_storage_namespace": "Inference"}))
+    assert res.returncode != 0 and res.recap["lab-cp1"]["failed"] == 1, res.stdout[-3000:]
+    assert 'model_storage_namespace = "Inference": must be a DNS-1123 label' in " ".join(res.stdout.split()), res.stdout[-3000:]
+    assert "TASK [model_storage : Apply" not in res.stdout
+    assert on_node("lab-cp1", "sha256sum", "/etc/kubernetes/rackforge/model-storage.yml").stdout == manifest
