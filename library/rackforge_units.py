@@ -54,10 +54,11 @@ options:
       - "restart_on: when one of those paths changed in this call, a running unit is restarted (a unit
         whose state is started and that is not running is started anyway). reload_on does the same with
         C(systemctl reload). A stopped unit is never restarted. A name without a suffix is a service."
-      - "A restart that fails (a mount unit whose share is busy, a daemon that does not come back) is
-        remembered in O(pending_dir) before it is tried, and the marker is removed only once the unit
-        started or restarted: the next run restarts the unit again although its files are current, so
-        a unit never stays on its old configuration without a failed task saying so."
+      - "A restart is remembered in O(pending_dir) before anything changes, and the marker is removed
+        only once the unit started or restarted: a restart that fails (a mount unit whose share is
+        busy, a daemon that does not come back), or a call that fails after writing the files, leaves
+        it to the next run, which restarts the unit although its files are current; so a unit never
+        stays on its old configuration without a failed task saying so."
     type: list
     elements: dict
     default: []
@@ -222,6 +223,16 @@ def systemctl_do(module, systemctl, args, units, done, action):
 def execute(module, systemctl, p, all_actions):
     """Run the plan; returns the actions done (== all_actions unless it failed, which exits)."""
     done = []
+    # the restarts are remembered before anything changes: a failure anywhere below (the files
+    # written, the restart not done) leaves them to the next run, which finds the files current
+    pending_dir = module.params["pending_dir"]
+    try:
+        if p["restart"]:
+            os.makedirs(pending_dir, mode=0o755, exist_ok=True)
+        for name in p["restart"]:
+            open(os.path.join(pending_dir, name), "w").close()
+    except OSError as exc:
+        module.fail_json(msg="rackforge_units: cannot remember the pending restarts in %s: %s (nothing was changed)" % (pending_dir, exc))
     file_actions = [a for a in all_actions if a.startswith(("mkdir ", "directory ", "write "))]
     try:
         filestage.commit(p["writes"], plan_units.made(p), lambda argv: module.run_command(argv, environ_update=C_ENV))
@@ -253,15 +264,6 @@ def execute(module, systemctl, p, all_actions):
                 changed=True,
                 actions=done,
             )
-    pending_dir = module.params["pending_dir"]
-    markers = [os.path.join(pending_dir, n) for n in p["restart"]]
-    try:  # remembered before the restart: a failure below exits with the marker in place
-        if markers:
-            os.makedirs(pending_dir, mode=0o755, exist_ok=True)
-        for marker in markers:
-            open(marker, "w").close()
-    except OSError as exc:
-        module.fail_json(msg="rackforge_units: cannot remember the pending restarts in %s: %s" % (pending_dir, exc), actions=done)
     for verb in plan_units.VERBS:
         if p[verb]:
             systemctl_do(module, systemctl, [verb], p[verb], done, plan_units.verb_actions(p, verb))
