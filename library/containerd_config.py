@@ -294,7 +294,7 @@ def main():
             filestage.commit([toolkit_write], toolkit_write.pop("missing_dirs"), None)
         if new_text is not None:
             if p["service"]:  # until it has restarted: a failure below leaves it to the next run
-                remember_restart(module, p["service"], "containerd_config")
+                remember_restart(module, [p["service"]], "containerd_config")
             write_config(module, p, binary, new_text, before_text, result)
         if links:
             make_links(module, p["cni_bin_dir"], links)

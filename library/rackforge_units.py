@@ -115,6 +115,7 @@ import shlex
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV, filestage
 from ansible.module_utils.rackforge import units as plan_units
+from ansible.module_utils.rackforge.service import forget_restart, remember_restart, restart_pending
 
 FILE_OPTIONS = {
     "dest": {"type": "path", "required": True},
@@ -225,14 +226,7 @@ def execute(module, systemctl, p, all_actions):
     done = []
     # the restarts are remembered before anything changes: a failure anywhere below (the files
     # written, the restart not done) leaves them to the next run, which finds the files current
-    pending_dir = module.params["pending_dir"]
-    try:
-        if p["restart"]:
-            os.makedirs(pending_dir, mode=0o755, exist_ok=True)
-        for name in p["restart"]:
-            open(os.path.join(pending_dir, name), "w").close()
-    except OSError as exc:
-        module.fail_json(msg="rackforge_units: cannot remember the pending restarts in %s: %s (nothing was changed)" % (pending_dir, exc))
+    remember_restart(module, p["restart"], "rackforge_units", module.params["pending_dir"])
     file_actions = [a for a in all_actions if a.startswith(("mkdir ", "directory ", "write "))]
     try:
         filestage.commit(p["writes"], plan_units.made(p), lambda argv: module.run_command(argv, environ_update=C_ENV))
@@ -267,10 +261,7 @@ def execute(module, systemctl, p, all_actions):
     for verb in plan_units.VERBS:
         if p[verb]:
             systemctl_do(module, systemctl, [verb], p[verb], done, plan_units.verb_actions(p, verb))
-    for name in p["restart"] + p["start"]:
-        marker = os.path.join(pending_dir, name)
-        if os.path.lexists(marker):
-            os.remove(marker)
+    forget_restart(p["restart"] + p["start"], module.params["pending_dir"])
     return done
 
 
@@ -300,8 +291,7 @@ def main():
     if names and not systemctl:
         module.fail_json(msg="rackforge_units: units %s are asked for but this node has no systemctl" % ", ".join(names))
     before = read_units(module, systemctl, names, []) if names else {}
-    pending_dir = module.params["pending_dir"]
-    pending = {u["name"] for u in units if u["restart_on"] and os.path.exists(os.path.join(pending_dir, u["name"]))}
+    pending = {u["name"] for u in units if u["restart_on"] and restart_pending(u["name"], module.params["pending_dir"])}
     try:
         p = plan_units.plan(files, absent, units, have_files, have_absent, before, directories, have_dirs, pending)
     except plan_units.PlanError as exc:

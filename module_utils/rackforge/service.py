@@ -4,8 +4,9 @@ then enable, start, or restart where the config changed. A stopped unit is start
 restarted; check mode predicts the same actions and runs none.
 
 A restart is remembered (remember_restart, before the config is written) until the unit has
-started or restarted, in the directory rackforge_units uses: a run that wrote the config but
-could not restart the unit leaves the restart to the next run, which finds the config current."""
+started or restarted (forget_restart): a run that wrote the config but could not restart the
+unit leaves the restart to the next run, which finds the config current (restart_pending).
+rackforge_units keeps its restarts with the same three functions, in the same directory."""
 
 from __future__ import annotations
 
@@ -17,17 +18,32 @@ from ansible.module_utils.rackforge import units as plan_units
 PENDING_DIR = plan_units.PENDING_DIR
 
 
-def remember_restart(module, name, who, pending_dir=PENDING_DIR):
-    """Mark `name` as needing a restart (call before writing what it reads); nothing in check mode."""
-    if module.check_mode:
+def remember_restart(module, names, who, pending_dir=PENDING_DIR):
+    """Mark each of `names` as needing a restart (call before writing what they read); nothing in
+    check mode. The marker stays until forget_restart, after the unit started or restarted."""
+    if module.check_mode or not names:
         return
     try:
         os.makedirs(pending_dir, mode=0o755, exist_ok=True)
-        open(os.path.join(pending_dir, name), "w").close()
+        for name in names:
+            open(os.path.join(pending_dir, name), "w").close()
     except OSError as exc:
         module.fail_json(
-            msg="%s: cannot remember the pending restart of %s in %s: %s (nothing was changed)" % (who, name, pending_dir, exc)
+            msg="%s: cannot remember the pending restart of %s in %s: %s (nothing was changed)" % (who, ", ".join(names), pending_dir, exc)
         )
+
+
+def restart_pending(name, pending_dir=PENDING_DIR):
+    """Whether an earlier run left `name`'s restart undone."""
+    return os.path.exists(os.path.join(pending_dir, name))
+
+
+def forget_restart(names, pending_dir=PENDING_DIR):
+    """Remove the markers of units that have started or restarted."""
+    for name in names:
+        marker = os.path.join(pending_dir, name)
+        if os.path.lexists(marker):
+            os.remove(marker)
 
 
 def keep_running(module, name, config_changed, who, not_installed_ok=False, pending_dir=PENDING_DIR):
@@ -35,8 +51,7 @@ def keep_running(module, name, config_changed, who, not_installed_ok=False, pend
     runs; returns the actions (done, or that would be in check mode). not_installed_ok: in check
     mode a unit whose package is not installed yet reads as one to start once it is. Failures
     carry rc, stdout, stderr and leave a pending restart marked."""
-    marker = os.path.join(pending_dir, name)
-    config_changed = config_changed or os.path.exists(marker)
+    config_changed = config_changed or restart_pending(name, pending_dir)
     systemctl = module.get_bin_path("systemctl", required=True)
     argv = plan_units.show_argv(systemctl, [name])
     rc, out, err = module.run_command(argv, environ_update=C_ENV)
@@ -71,6 +86,6 @@ def keep_running(module, name, config_changed, who, not_installed_ok=False, pend
                     changed=True,
                 )
         done.append(" ".join(step))
-    if not module.check_mode and os.path.exists(marker):
-        os.remove(marker)  # started or restarted (or running, with nothing pending to restart)
+    if not module.check_mode:
+        forget_restart([name], pending_dir)  # started or restarted (or running, with nothing pending to restart)
     return done

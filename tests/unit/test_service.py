@@ -85,7 +85,7 @@ def test_a_restart_left_pending_is_done_by_the_next_call_and_forgotten_only_once
     from ansible.module_utils.rackforge.service import remember_restart
 
     pending = tmp_path / "pending"
-    remember_restart(FakeModule(REAL["sshd.service"]), "containerd.service", "containerd_config", str(pending))
+    remember_restart(FakeModule(REAL["sshd.service"]), ["containerd.service"], "containerd_config", str(pending))
     failing = FakeModule(REAL["sshd.service"], rc=1)
     with pytest.raises(Exit):
         keep_running(failing, "containerd.service", False, "containerd_config", pending_dir=str(pending))
