@@ -83,11 +83,10 @@ def main():
             module.fail_json(msg="%s.%s must be a mapping of parameter: value, got %r" % (p["options_var"], name, params))
 
     # read: what is loaded, what modinfo knows; decide: refuse before any change
-    modroot = os.path.join(p["sysfs_root"], "module")
-    loaded = {m for m in (kmods.sysfs_name(x) for x in p["modules"]) if os.path.isdir(os.path.join(modroot, m))}
+    loaded = kmods.loaded(p["modules"], p["sysfs_root"])
     unloaded = list(dict.fromkeys(m for m in p["modules"] if kmods.sysfs_name(m) not in loaded))
     modinfo = tool(module, "modinfo") if p["options"] or unloaded else None
-    available = {m: module.run_command([modinfo, "-F", "name", m], environ_update=C_ENV)[0] == 0 for m in unloaded}
+    available = kmods.known(module, modinfo, unloaded)
     params = {}
     for m in p["options"]:
         rc, out, err = module.run_command([modinfo, "-p", m], environ_update=C_ENV)

@@ -104,7 +104,7 @@ def congestion_control(module, p, settings):
     modinfo = module.get_bin_path("modinfo")
 
     def has_module(name):
-        return bool(modinfo) and module.run_command([modinfo, "-F", "name", name], environ_update=C_ENV)[0] == 0
+        return kmods.known(module, modinfo, [name])[name]
 
     try:
         algorithm, kmod = choose_congestion_control(p["congestion_control"], offered, has_module, p["congestion_control_var"])
@@ -115,13 +115,14 @@ def congestion_control(module, p, settings):
 
 
 def plan_modules(module, p, kmod):
-    """(every module wanted, in order; those to load now): O(modules) then the congestion control's.
-    Fails, before any change, naming O(modules_var), where this kernel lacks one."""
+    """(every module wanted, in order; those to load now): O(modules) then the congestion control's
+    (kmod, already known to modinfo). Fails, before any change, naming O(modules_var), where this
+    kernel lacks one."""
     wanted = list(dict.fromkeys(list(p["modules"]) + ([kmod] if kmod else [])))
-    loaded = {m for m in (kmods.sysfs_name(x) for x in wanted) if os.path.isdir(os.path.join(p["sysfs_root"], "module", m))}
-    unloaded = [m for m in wanted if kmods.sysfs_name(m) not in loaded]
-    modinfo = module.get_bin_path("modinfo") if unloaded else None
-    available = {m: bool(modinfo) and module.run_command([modinfo, "-F", "name", m], environ_update=C_ENV)[0] == 0 for m in unloaded}
+    loaded = kmods.loaded(wanted, p["sysfs_root"])
+    # the congestion control's module: modinfo already said this kernel has it
+    ask = [m for m in wanted if kmods.sysfs_name(m) not in loaded and m != kmod]
+    available = dict(kmods.known(module, module.get_bin_path("modinfo") if ask else None, ask), **({kmod: True} if kmod else {}))
     try:
         return wanted, kmods.plan(wanted, loaded, available, p["modules_var"])
     except kmods.KmodError as exc:

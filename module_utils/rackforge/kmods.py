@@ -1,11 +1,16 @@
 """Kernel modules as a role asks for them: which to load now and at boot, with which options.
 
-Pure functions (no I/O): the module `kernel_modules` reads modinfo, /sys/module and the files, and
-these decide. The options a role may write are the parameters `modinfo -p` of the installed
+Pure functions (no I/O) but two readers: loaded() (/sys/module) and known() (`modinfo -F name`),
+the one place the modules `kernel_modules` and `rackforge_sysctl` ask the node which modules it
+has; the modules read the files, and these decide. The options a role may write are the parameters `modinfo -p` of the installed
 module lists: a name copied from an old guide (ib_uverbs disable_raw_qp) is refused, naming the
 variable and the parameters the module really has."""
 
 from __future__ import annotations
+
+import os
+
+from ansible.module_utils.rackforge import C_ENV
 
 
 class KmodError(ValueError):
@@ -15,6 +20,17 @@ class KmodError(ValueError):
 def sysfs_name(name):
     """The directory /sys/module uses for a module: modprobe accepts dashes, the kernel has underscores."""
     return name.replace("-", "_")
+
+
+def loaded(modules, sysfs_root):
+    """The sysfs names of those of `modules` that are loaded (their /sys/module directory exists)."""
+    return {m for m in (sysfs_name(x) for x in modules) if os.path.isdir(os.path.join(sysfs_root, "module", m))}
+
+
+def known(module, modinfo, names):
+    """{name: whether this kernel has it} from `modinfo -F name NAME` (exit 0); all False without
+    modinfo. module: the AnsibleModule that runs it."""
+    return {m: bool(modinfo) and module.run_command([modinfo, "-F", "name", m], environ_update=C_ENV)[0] == 0 for m in names}
 
 
 def parse_params(text):
