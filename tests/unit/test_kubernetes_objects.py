@@ -5,14 +5,13 @@ that answers as kubectl apply/get print (`<kind>/<name> created|configured|uncha
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
 import kubernetes_objects
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from module_helper import call_module
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "filter_plugins"))
@@ -48,40 +47,32 @@ def cluster(tmp_path, monkeypatch):
     return store, calls, {"objects": OBJECTS, "dest": str(tmp_path / "model-storage.yml"), "owner": "roles/model_storage"}
 
 
-def call(args, capsys, check_mode=False):
-    if check_mode:
-        args = {**args, "_ansible_check_mode": True}
-    with patch_module_args(args), pytest.raises(SystemExit):
-        kubernetes_objects.main()
-    return json.loads(capsys.readouterr().out)
-
-
 def test_check_mode_then_apply_then_no_op_then_a_deleted_object_is_put_back(cluster, capsys):
     store, calls, args = cluster
-    dry = call(args, capsys, check_mode=True)
+    dry = call_module(kubernetes_objects, args, capsys, check_mode=True)
     assert dry["changed"] and dry["missing"] == ["namespace/inference", "persistentvolume/models-inference", "persistentvolumeclaim/models"]
     assert not pathlib.Path(args["dest"]).exists() and not any(c[3] == "apply" for c in calls)
-    first = call(args, capsys)
+    first = call_module(kubernetes_objects, args, capsys)
     assert (
         first["changed"] and first["file_changed"] and len(first["applied"]) == 3 and all(a.endswith(" created") for a in first["applied"])
     )
     assert [d for d in yaml.safe_load_all(pathlib.Path(args["dest"]).read_text()) if d] == OBJECTS
-    again = call(args, capsys)
+    again = call_module(kubernetes_objects, args, capsys)
     assert not again["changed"] and not again["file_changed"]
-    assert call(args, capsys, check_mode=True)["changed"] is False
+    assert call_module(kubernetes_objects, args, capsys, check_mode=True)["changed"] is False
     del store["persistentvolumeclaim/models"]  # deleted by hand
-    back = call(args, capsys)
+    back = call_module(kubernetes_objects, args, capsys)
     assert back["changed"] and "persistentvolumeclaim/models created" in back["applied"] and not back["file_changed"]
 
 
 def test_an_object_without_a_name_is_refused_before_anything_and_a_refused_apply_carries_kubectl_s_words(cluster, capsys, monkeypatch):
     _store, calls, args = cluster
-    bad = call(dict(args, objects=[{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {}}]), capsys)
+    bad = call_module(kubernetes_objects, dict(args, objects=[{"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {}}]), capsys)
     assert bad["failed"] and "objects[0]: needs metadata.name" in bad["msg"] and calls == []
     assert not pathlib.Path(args["dest"]).exists()
     refusal = 'The PersistentVolume "models-inference" is invalid: spec.persistentvolumesource: Forbidden: is immutable after creation'
     monkeypatch.setattr(kubernetes_objects.AnsibleModule, "run_command", lambda self, argv, environ_update=None, **kw: (1, "", refusal))
-    out = call(args, capsys)
+    out = call_module(kubernetes_objects, args, capsys)
     assert out["failed"] and out["rc"] == 1 and out["stderr"] == refusal and "is immutable" in out["msg"]
 
 

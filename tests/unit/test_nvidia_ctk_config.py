@@ -4,14 +4,12 @@ the .src.txt), read back with tomllib."""
 
 from __future__ import annotations
 
-import json
-
 import containerd_config
 import pytest
 import tomllib
 from ansible.module_utils.rackforge.ctkconfig import set_top_level
-from ansible.module_utils.testing import patch_module_args
 from conftest import ROOT
+from module_helper import call_module
 
 CAPTURED = ROOT / "tests" / "fixtures" / "captured"
 
@@ -67,23 +65,13 @@ def test_unknown_keys_and_wrong_types_are_refused(settings, message):
         set_top_level(DEFAULT, settings)
 
 
-def run(args, capsys, check_mode=False):
-    """containerd_config with the toolkit's keys, over a containerd config that needs nothing (the
-    toolkit's file is the only change)."""
-    if check_mode:
-        args = {**args, "_ansible_check_mode": True}
-    with patch_module_args(args), pytest.raises(SystemExit):
-        containerd_config.main()
-    return json.loads(capsys.readouterr().out)
-
-
 def settled_containerd(tmp_path, capsys):
     """A containerd config already merged (the real 1.6.20 default, merged once), and the args that
     leave it as it is; CDI left alone so no containerd binary is asked."""
     path = tmp_path / "containerd.toml"
     path.write_text((CAPTURED / "containerd-1.6.20-config-default.toml").read_text())
     base = {"path": str(path), "cdi": "false", "backup": False, "containerd": "/nonexistent/containerd"}
-    run(base, capsys)
+    call_module(containerd_config, base, capsys)
     return base
 
 
@@ -91,14 +79,14 @@ def test_module_check_mode_diff_then_write_then_no_op(tmp_path, capsys):
     path = tmp_path / "config.toml"
     path.write_text(DEFAULT)
     args = {**settled_containerd(tmp_path, capsys), "nvidia_toolkit_config": str(path), "nvidia_toolkit_settings": ISOLATED}
-    out = run(args, capsys, check_mode=True)
+    out = call_module(containerd_config, args, capsys, check_mode=True)
     assert out["changed"] and path.read_text() == DEFAULT and out["changes"] == []
     assert [d["after_header"] for d in out["diff"]] == [str(path)]
     assert "accept-nvidia-visible-devices-envvar-when-unprivileged = false" in out["diff"][0]["after"]
-    out = run(args, capsys)
+    out = call_module(containerd_config, args, capsys)
     assert out["changed"] and tomllib.loads(path.read_text())[ENVVAR] is False
     assert out["diff"][0]["after"] == path.read_text() and sorted(out["toolkit_changes"]) == [MOUNTS, ENVVAR]
-    out = run(args, capsys)
+    out = call_module(containerd_config, args, capsys)
     assert not out["changed"] and out["toolkit_changes"] == [] and out["diff"] == []
 
 
@@ -107,12 +95,14 @@ def test_module_refuses_unreadable_toml_and_unknown_keys_without_writing(tmp_pat
     containerd_before = (tmp_path / "containerd.toml").read_text()
     path = tmp_path / "config.toml"
     path.write_text("[broken\n")
-    out = run({**base, "nvidia_toolkit_config": str(path), "nvidia_toolkit_settings": ISOLATED}, capsys)
+    out = call_module(containerd_config, {**base, "nvidia_toolkit_config": str(path), "nvidia_toolkit_settings": ISOLATED}, capsys)
     assert out["failed"] and "is not valid TOML" in out["msg"] and path.read_text() == "[broken\n"
     path.write_text(DEFAULT)
     # refused before containerd's own config is read or written
-    out = run(
-        {**base, "systemd_cgroup": False, "nvidia_toolkit_config": str(path), "nvidia_toolkit_settings": {"swarm-resource": "x"}}, capsys
+    out = call_module(
+        containerd_config,
+        {**base, "systemd_cgroup": False, "nvidia_toolkit_config": str(path), "nvidia_toolkit_settings": {"swarm-resource": "x"}},
+        capsys,
     )
     assert out["failed"] and "nvidia_toolkit_settings: swarm-resource is not a key rackforge sets" in out["msg"]
     assert path.read_text() == DEFAULT and (tmp_path / "containerd.toml").read_text() == containerd_before

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import swap_off
 from ansible.module_utils import _internal as module_utils_internal
 from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.rackforge.swap import active, fstab_without_swap
-from ansible.module_utils.testing import patch_module_args
+from module_helper import call_module
 
 # /proc/swaps as the kernel prints it (mm/swapfile.c: swap_show's header, then one line per area)
 SWAPS = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/sda3                               partition\t8388604\t\t0\t\t-2\n"
@@ -28,14 +26,6 @@ def test_the_active_areas_and_the_fstab_lines_are_read_as_the_kernel_and_mount_w
     assert "# UUID=77aa none swap sw 0 0  # disabled by rackforge (kubelet)" in after
     assert "UUID=1b2c / ext4 errors=remount-ro 0 1\n" in after and "# UUID=old none swap sw 0 0\n" in after
     assert fstab_without_swap(after) == (after, [])
-
-
-def run(args, capsys, check_mode=False):
-    if check_mode:
-        args = {**args, "_ansible_check_mode": True}
-    with patch_module_args(args), pytest.raises(SystemExit):
-        swap_off.main()
-    return json.loads(capsys.readouterr().out)
 
 
 @pytest.fixture
@@ -60,20 +50,20 @@ def node(tmp_path, monkeypatch):
 
 def test_check_mode_shows_the_change_then_one_call_does_it_and_the_rerun_changes_nothing(node, capsys):
     tmp_path, ran, args = node
-    out = run(args, capsys, check_mode=True)
+    out = call_module(swap_off, args, capsys, check_mode=True)
     assert out["changed"] and out["swapoff"] and ran == [] and (tmp_path / "fstab").read_text() == FSTAB
     assert "disabled by rackforge" in out["diff"][0]["after"]
-    out = run(args, capsys)
+    out = call_module(swap_off, args, capsys)
     assert out["changed"] and ran == [["/sbin/swapoff", "-a"]] and out["active"] == ["/dev/sda3"]
     assert (tmp_path / "fstab").read_text() == fstab_without_swap(FSTAB)[0]
-    again = run(args, capsys)
+    again = call_module(swap_off, args, capsys)
     assert not again["changed"] and len(ran) == 1 and again["fstab_lines"] == [] and again["diff"] == []
 
 
 def test_in_a_container_the_host_s_swap_is_reported_and_left_on(node, capsys, monkeypatch):
     _tmp, ran, args = node
     monkeypatch.setattr(swap_off, "in_container", lambda module: True)
-    out = run(args, capsys)
+    out = call_module(swap_off, args, capsys)
     assert out["host_swap"] and not out["swapoff"] and ran == []
     assert any("the host's swap (/dev/sda3): not touched from a container" in w["event"]["msg"] for w in out["warnings"]), out
     assert out["changed"]  # the container's own fstab is still fixed
