@@ -1,5 +1,6 @@
 """rackforge module_utils: pure parsers and evaluators shared by the modules and the tests,
-plus the sysfs/procfs file reader and the concurrent command runner the modules share."""
+plus the sysfs/procfs file reader, the concurrent command runner and the container test
+(in_container) the modules share."""
 
 from __future__ import annotations
 
