@@ -76,7 +76,7 @@ from bench_runs import (
     tree_rss_mb,
 )
 from bench_tables import markdown, section
-from bench_targets import TARGET_FLOOR_RATIO, TARGET_REMOTE_TASKS, overhead_ratio, targets_for
+from bench_targets import TARGET_EVALUATIONS, TARGET_FLOOR_RATIO, TARGET_REMOTE_TASKS, fleet_model, overhead_ratio, targets_for
 
 __all__ = [
     "FACTS",
@@ -89,6 +89,7 @@ __all__ = [
     "PREFIX",
     "RESULTS",
     "ROOT",
+    "TARGET_EVALUATIONS",
     "TARGET_FLOOR_RATIO",
     "TARGET_REMOTE_TASKS",
     "TIMED_INVENTORY",
@@ -99,6 +100,7 @@ __all__ = [
     "environment",
     "first_use_split",
     "first_use_summary",
+    "fleet_model",
     "gpu_hosts",
     "interfaces_experiment",
     "lab_rebuild",

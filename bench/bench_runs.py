@@ -15,6 +15,7 @@ import threading
 import time
 
 from bench_lab import HERE, INVENTORY, PREFIX, ROOT, TIMED_PYTHON, TIMES, gpu_hosts, log, node_container, read_node_file, sh
+from bench_targets import LATER_ROLES
 
 FACTS = os.path.join(HERE, "playbooks", "facts.yml")
 NO_FACT_CACHE = {"ANSIBLE_CACHE_PLUGIN": "memory"}  # so that every facts run really gathers
@@ -165,6 +166,10 @@ def node_stats(run):
     # (executions, seconds) per node from the timing wrapper; {} for an untimed run
     timed = {h: module_times(spans) for h, spans in (run.get("module_spans") or {}).items() if h in hosts}
     return {
+        # issue 19's budget: the roles it measured (the later roles apart, each with its own budget)
+        "core_remote_tasks_max": max((core_counts(v)[0] for v in hosts.values()), default=0),
+        "core_evaluations_max": max((core_counts(v)[1] for v in hosts.values()), default=0),
+        "later_roles": later_role_costs(hosts),
         "remote_tasks_max": max((v["remote_tasks"] for v in hosts.values()), default=0),
         "remote_executions_max": max((v["remote_executions"] for v in hosts.values()), default=0),
         "controller_tasks_max": max((v["controller_tasks"] for v in hosts.values()), default=0),
@@ -184,6 +189,26 @@ def node_stats(run):
         else None,
         "module_executions_max": max(count for count, _seconds in timed.values()) if timed else None,
     }
+
+
+def core_counts(host):
+    """(remote tasks, task evaluations) of one host's census without the later roles' tasks: an
+    evaluation is any task the host met (remote, controller-only, delegated or skipped)."""
+    later = [host.get("by_role", {}).get(role, {}) for role in LATER_ROLES]
+    remote = host["remote_tasks"] - sum(c.get("remote", 0) for c in later)
+    evaluations = host["remote_tasks"] + host["controller_tasks"] + host["delegated_tasks"] + host.get("skipped", 0)
+    return remote, evaluations - sum(sum(c.values()) for c in later)
+
+
+def later_role_costs(hosts):
+    """Each later role's no-op cost, the most any GPU node paid: {role: {remote, evaluations}}."""
+    costs = {}
+    for role in LATER_ROLES:
+        counts = [v.get("by_role", {}).get(role) for v in hosts.values()]
+        counts = [c for c in counts if c]
+        if counts:
+            costs[role] = {"remote": max(c.get("remote", 0) for c in counts), "evaluations": max(sum(c.values()) for c in counts)}
+    return costs
 
 
 def summary(values):
@@ -238,6 +263,12 @@ def row_for(runs):
         "noop_changed_max": max(s["changed"] for s in noop),
         "noop_changed_tasks": sorted({t for s in noop for t in s["changed_tasks"]}),
         "noop_remote_tasks_max": max(s["remote_tasks_max"] for s in noop),
+        "noop_core_remote_tasks_max": max(s["core_remote_tasks_max"] for s in noop),
+        "noop_core_evaluations_max": max(s["core_evaluations_max"] for s in noop),
+        "noop_later_roles": {
+            role: {k: max(s["later_roles"][role][k] for s in noop if role in s["later_roles"]) for k in ("remote", "evaluations")}
+            for role in sorted({r for s in noop for r in s["later_roles"]})
+        },
         "noop_remote_executions_max": max(s["remote_executions_max"] for s in noop),
         "noop_controller_tasks_max": max(s["controller_tasks_max"] for s in noop),
         "noop_delegated_tasks_max": max(s["delegated_tasks_max"] for s in noop),

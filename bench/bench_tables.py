@@ -3,7 +3,7 @@ these names."""
 
 from __future__ import annotations
 
-from bench_targets import overhead_ratio
+from bench_targets import fleet_model, overhead_ratio
 
 
 def section(title, header):
@@ -108,6 +108,25 @@ def markdown(doc):
                     f["repeat_s"]["median"] / fl["repeat_s"]["median"] if fl["repeat_s"]["median"] > 0 else 0,
                 )
             )
+    if all("noop_core_evaluations_max" in row for row in doc["by_nodes"].values()):
+        lines += section(
+            "Issue 19's census of the no-op (per GPU node, the most any node had): remote-module tasks and task evaluations"
+            " (remote, controller-only, delegated, skipped) of the roles issue 19 measured, and each later role's own cost:",
+            "| nodes | remote tasks | evaluations | later roles (remote / evaluations) |",
+        )
+        for n, row in doc["by_nodes"].items():
+            later = ", ".join("%s %d / %d" % (r, c["remote"], c["evaluations"]) for r, c in row["noop_later_roles"].items())
+            lines.append(
+                "| %s | %d | %d | %s |" % (n, row["noop_core_remote_tasks_max"], row["noop_core_evaluations_max"], later or "none")
+            )
+    model = fleet_model(doc)
+    if model is not None:
+        lines += [
+            "",
+            "The scale model (bench/scale.py, docs/scale.md) from these rows: c_node %.2f s of controller CPU per extra node;"
+            " a 1,000-node no-op on one 8-core controller %.1f min; in 4 AWX slices %.1f min."
+            % (model["c_node_s"], model["fleet_s"] / 60, model["sliced_s"] / 60),
+        ]
     lines += section(
         "Controller cost (ansible-playbook with its forks and ssh clients; the nodes' own work is not in it):",
         "| nodes | no-op CPU s | CPU ms per node-task | no-op peak RSS MiB | fresh CPU s | fresh peak RSS MiB |",
