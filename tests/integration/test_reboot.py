@@ -80,3 +80,43 @@ def test_a_lab_reboot_is_a_reboot(converged, gpu_nodes):
         on_node(
             node, "sh", "-c", "ip link delete rftest0; ip addr delete 192.0.2.7/32 dev lo; rm -f /run/rackforge-test-reboot", check=False
         )
+
+
+def test_a_driver_the_node_has_not_loaded_is_rebooted_into_where_allowed(converged, gpu_nodes):
+    """nvidia_driver decides the reboot from the node (loaded driver != installed one), not from a
+    change in this run: a run that installed a driver it could not reboot into leaves the node
+    marked; the next run with nvidia_driver_reboot_ok reboots it, reads the driver again and carries
+    on with it (no package changes in that run)."""
+    node = gpu_nodes[-1]
+    old, new = "535.247.01", "535.261.03"
+    boot_time = yaml.safe_load((ROOT / "lab" / "inventory_vars" / "rackforge.yml").read_text())["upgrade_boot_time_command"]
+
+    def boot():
+        return on_node(node, "sh", "-c", boot_time).stdout.strip()
+
+    def loaded():
+        return on_node(
+            node, "sh", "-c", "nvidia-smi --query-gpu=driver_version --format=csv,noheader | sort -u", check=False
+        ).stdout.strip()
+
+    assert loaded() == old
+    before = boot()
+    try:
+        res = playbook("playbooks/gpu.yml", "--limit", node, "-e", "nvidia_driver_version=" + new)
+        assert res.returncode == 0, res.stdout[-3000:]
+        assert "A reboot is required and nvidia_driver_reboot_ok is false" in res.stdout
+        assert boot() == before and "version mismatch" in loaded().lower()
+        res = playbook("playbooks/gpu.yml", "--limit", node, "-e", "nvidia_driver_version=" + new, "-e", "nvidia_driver_reboot_ok=true")
+        assert res.returncode == 0, res.stdout[-3000:]
+        assert boot() != before and loaded() == new
+        reboot = res.stdout[res.stdout.index("TASK [nvidia_driver : Reboot into the installed driver]") :].split("\nTASK [", 1)[0]
+        assert "changed: [%s]" % node in reboot, reboot
+        install = res.stdout[res.stdout.index("TASK [nvidia_driver : Install the driver") :].split("\nTASK [", 1)[0]
+        assert "ok: [%s]" % node in install, install  # nothing installed in this run: the node's state decided
+        assert "rackforge-gpu-tuning.service" in on_node(node, "systemctl", "list-unit-files").stdout  # gpu_tuning ran after it
+    finally:
+        args = ["-e", "nvidia_driver_allow_downgrade=true", "-e", "nvidia_driver_reboot_ok=true"]
+        res = playbook("playbooks/gpu.yml", "--limit", node, *args)
+        assert res.returncode == 0 and loaded() == old, res.stdout[-3000:]
+    res = playbook("site.yml", "--limit", node)
+    assert res.returncode == 0 and res.recap[node]["changed"] == 0, not_idempotent(res)
