@@ -152,9 +152,15 @@ def test_a_drifted_hardware_label_is_corrected_from_the_control_plane(converged)
     node = "lab-node1"
     on_node(CP, "kubectl", "label", "node", node, "--overwrite", "nvidia.com/gpu.count=7")
     assert api_nodes()[node][1]["nvidia.com/gpu.count"] == "7"
+    # check mode: the one label that differs, in the diff, and nothing relabelled
+    dry = playbook("playbooks/join.yml", "--limit", node, "--check", "--diff")
+    assert dry.returncode == 0, dry.stdout[-3000:]
+    assert "-nvidia.com/gpu.count=7\n+nvidia.com/gpu.count=8" in dry.stdout, dry.stdout[-3000:]
+    assert api_nodes()[node][1]["nvidia.com/gpu.count"] == "7"
     res = playbook("playbooks/join.yml", "--limit", node)
     assert res.returncode == 0 and res.recap[node]["changed"] >= 1, res.stdout[-3000:]
-    assert "TASK [kubernetes_node : Relabel the node where its hardware changed]" in res.stdout
+    task = res.stdout[res.stdout.index("TASK [kubernetes_node : Keep the labels of a joined node") :].split("\nTASK [", 1)[0]
+    assert "changed: [%s -> %s" % (node, CP) in task, task
     assert api_nodes()[node][1]["nvidia.com/gpu.count"] == "8"
     again = playbook("playbooks/join.yml", "--limit", node)
     assert again.returncode == 0 and again.recap[node]["changed"] == 0
