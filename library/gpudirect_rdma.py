@@ -8,7 +8,9 @@ description:
   - Reads the PCI hierarchy under O(sysfs_root) (which GPUs and RDMA NICs sit behind one PCIe switch,
     and the ports between them), C(lspci -D -vvv) (ACS control of those ports), each device's IOMMU
     group type, and the peer-memory path of O(method). The rules are module_utils/rackforge/gpudirect.py.
-  - O(state=check) changes nothing and returns the findings (the health gate).
+  - O(state=check) changes nothing and returns the findings (the health gate). With O(state=present)
+    each finding (but C(gpudirect_peermem_boot), which the role's boot step settles after this call)
+    is also a warning: not fatal here, the health gate holds the node.
   - "O(state=present): loads nvidia-peermem when O(method=peermem) and it is not loaded (a failed load
     fails the task before anything else changed: on Linux's own ib_core, without MLNX_OFED, nvidia-peermem
     refuses to load with EINVAL); with O(acs=disable) clears the ACS control register of each port on a
@@ -123,7 +125,14 @@ from ansible.module_utils.rackforge.gpudirect_host import ARGS, gpudirect_host
 
 def main():
     module = AnsibleModule(argument_spec=ARGS, supports_check_mode=True)
-    module.exit_json(**gpudirect_host(module, module.params))
+    result = gpudirect_host(module, module.params)
+    if module.params["state"] == "present":
+        # what still stands in the way is not fatal here (the health gate holds the node): said as a
+        # warning; nvidia-peermem's boot entry is written after this call, by the role's boot step
+        for finding in result["findings"]:
+            if finding["check"] != "gpudirect_peermem_boot":
+                module.warn(finding["message"])
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ rejected:
 notes:
   description: >-
     One line per port that refused a setting or lacks one this driver or mlnx_qos does not offer
-    (left as is): what the role reports, not fatal (the health gate checks PFC).
+    (left as is), each also a warning: not fatal (the health gate checks PFC).
   type: list
   returned: always
 boot_commands:
@@ -271,6 +271,8 @@ def main():
     notes = ["%s (%s) refused: %s" % (r["netdev"], r["ca"], "; ".join(r["problems"])) for r in rejected]
     unsupported = [r for r in results if r["unsupported"]]
     notes += ["%s: not offered by the driver or mlnx_qos, left as is: %s" % (u["netdev"], ", ".join(u["unsupported"])) for u in unsupported]
+    for note in notes:  # not fatal (the health gate checks PFC): said as warnings
+        module.warn(note)
     module.exit_json(
         changed=changed,
         interfaces=results,

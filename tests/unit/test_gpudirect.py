@@ -12,6 +12,8 @@ import subprocess
 
 import gpudirect_rdma
 import pytest
+from ansible.module_utils import _internal as module_utils_internal
+from ansible.module_utils.common import warnings as ansible_warnings
 from ansible.module_utils.rackforge import gpudirect as G
 from ansible.module_utils.rackforge.pci import parse_lspci_vv
 from ansible.module_utils.testing import patch_module_args
@@ -104,9 +106,16 @@ def run(sim, monkeypatch, capsys, **args):
         proc_root=str(proc_root(sim)),
         modules_load_dirs=[str(sim.tmp / "etc" / "modules-load.d")],
     )
+    # as on the node: no warning of an earlier call, and this call's are returned
+    monkeypatch.setattr(ansible_warnings, "_global_warnings", {})
+    monkeypatch.setattr(module_utils_internal, "is_controller", False)
     with patch_module_args(dict(base, **args)), pytest.raises(SystemExit):
         gpudirect_rdma.main()
     return json.loads(capsys.readouterr().out)
+
+
+def warnings(res):
+    return [w["event"]["msg"] for w in res.get("warnings", [])]
 
 
 def real_lspci(sim, *args):
@@ -191,6 +200,7 @@ def test_a_proprietary_driver_is_a_dmabuf_finding(tmp_path, monkeypatch, capsys)
     assert (sim.sysfs / "module/nvidia/taint").read_text().strip() == "POE"
     res = run(sim, monkeypatch, capsys, state="present", acs="disable")
     assert [f["observed"] for f in res["findings"]] == ["proprietary (taint POE)"]
+    assert warnings(res) == [res["findings"][0]["message"]]  # not fatal here: said (the health gate holds the node)
 
 
 def test_two_level_switches_and_a_sibling_root_port_of_one_host_bridge():
@@ -297,6 +307,7 @@ def test_peermem_over_mlnx_ofed_loads_registers_and_is_checked_at_boot(tmp_path,
     assert res["changed"] and res["actions"][0].endswith("modprobe nvidia-peermem")
     assert res["peermem"] == {"loaded": True, "registered": True, "at_boot": False}
     assert [f["check"] for f in res["findings"]] == ["gpudirect_peermem_boot"]
+    assert warnings(res) == []  # the role's boot step writes that entry after this call
     boot = sim.tmp / "etc" / "modules-load.d"
     boot.mkdir(parents=True, exist_ok=True)
     (boot / "rackforge-gpudirect.conf").write_text("; a comment\nnvidia-peermem\n")

@@ -252,6 +252,8 @@ def test_a_port_that_refuses_pfc_is_reported_not_fatal(tmp_path, monkeypatch, ca
         and "pfc reads back [0, 0, 0, 0, 0, 0, 0, 0], set %s" % [0, 0, 0, 1, 0, 0, 0, 0] in bad["problems"]
     )
     assert qos(sim, "ens5np0")["pfc"] == [0, 0, 0, 1, 0, 0, 0, 0]
+    # not fatal, and said: each note is a warning of the task
+    assert res["notes"][0].startswith("ens4np0 (mlx5_3) refused: ") and [w["event"]["msg"] for w in res["warnings"]] == res["notes"]
 
 
 def test_pcie_profile_100g_ports(tmp_path, monkeypatch, capsys, netns):
