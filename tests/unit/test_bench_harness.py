@@ -105,6 +105,10 @@ def test_bench_rows_targets_and_table_from_runs():
     doc = {"by_nodes": {"1": row}, "reps": 3}
     targets = bench.targets_for(doc)
     assert all(targets.values()) and "one-node no-op <= 12 s" in targets
+    stat_key = "the same module (stat) inside site.yml within 10% of the stat floor"
+    assert stat_key not in targets  # no stat in this no-op: nothing to compare, no target met by default
+    runs_with_stat = dict(runs, noop=[fake_run(w, 20, 0.30, action="stat", controller_tasks=30) for w in (10, 11, 12)])
+    assert not bench.targets_for({"by_nodes": {"1": bench.row_for(runs_with_stat)}})[stat_key]  # 0.30 s against 0.22 s
     assert not [key for key in targets if key.startswith("c_node")]  # one node count: no c_node
     # 4 nodes: 2 s more controller CPU (the fake's cpu is half its wall) for 3 more nodes
     runs["noop"] = [fake_run(15, 20, 0.24, controller_tasks=30) for _ in range(3)]
