@@ -106,6 +106,13 @@ def test_a_driver_the_node_has_not_loaded_is_rebooted_into_where_allowed(converg
         assert res.returncode == 0, res.stdout[-3000:]
         assert "A reboot is required and nvidia_driver_reboot_ok is false" in res.stdout
         assert boot() == before and "version mismatch" in loaded().lower()
+        # check mode previews the reboot and fails nothing (the driver is not usable until it)
+        dry = playbook(
+            "playbooks/gpu.yml", "--limit", node, "--check", "-e", "nvidia_driver_version=" + new, "-e", "nvidia_driver_reboot_ok=true"
+        )
+        assert dry.returncode == 0, dry.stdout[-3000:]
+        task = dry.stdout[dry.stdout.index("TASK [nvidia_driver : Reboot into the installed driver]") :].split("\nTASK [", 1)[0]
+        assert "changed: [%s]" % node in task and boot() == before, task
         res = playbook("playbooks/gpu.yml", "--limit", node, "-e", "nvidia_driver_version=" + new, "-e", "nvidia_driver_reboot_ok=true")
         assert res.returncode == 0, res.stdout[-3000:]
         assert boot() != before and loaded() == new
