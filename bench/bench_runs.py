@@ -15,7 +15,7 @@ import threading
 import time
 
 from bench_lab import HERE, INVENTORY, PREFIX, ROOT, TIMED_PYTHON, TIMES, gpu_hosts, log, node_container, read_node_file, sh
-from bench_targets import LATER_ROLES
+from bench_targets import LATER_ROLES, core_counts
 
 FACTS = os.path.join(HERE, "playbooks", "facts.yml")
 NO_FACT_CACHE = {"ANSIBLE_CACHE_PLUGIN": "memory"}  # so that every facts run really gathers
@@ -165,10 +165,11 @@ def node_stats(run):
     hosts = {h: v for h, v in run["census"]["hosts"].items() if h.startswith("lab-node")}
     # (executions, seconds) per node from the timing wrapper; {} for an untimed run
     timed = {h: module_times(spans) for h, spans in (run.get("module_spans") or {}).items() if h in hosts}
+    cores = [core_counts(v) for v in hosts.values()]
     return {
         # issue 19's budget: the roles it measured (the later roles apart, each with its own budget)
-        "core_remote_tasks_max": max((core_counts(v)[0] for v in hosts.values()), default=0),
-        "core_evaluations_max": max((core_counts(v)[1] for v in hosts.values()), default=0),
+        "core_remote_tasks_max": max((core[0] for core in cores), default=0),
+        "core_evaluations_max": max((core[1] for core in cores), default=0),
         "later_roles": later_role_costs(hosts),
         "remote_tasks_max": max((v["remote_tasks"] for v in hosts.values()), default=0),
         "remote_executions_max": max((v["remote_executions"] for v in hosts.values()), default=0),
@@ -189,15 +190,6 @@ def node_stats(run):
         else None,
         "module_executions_max": max(count for count, _seconds in timed.values()) if timed else None,
     }
-
-
-def core_counts(host):
-    """(remote tasks, task evaluations) of one host's census without the later roles' tasks: an
-    evaluation is any task the host met (remote, controller-only, delegated or skipped)."""
-    later = [host.get("by_role", {}).get(role, {}) for role in LATER_ROLES]
-    remote = host["remote_tasks"] - sum(c.get("remote", 0) for c in later)
-    evaluations = host["remote_tasks"] + host["controller_tasks"] + host["delegated_tasks"] + host.get("skipped", 0)
-    return remote, evaluations - sum(sum(c.values()) for c in later)
 
 
 def later_role_costs(hosts):

@@ -28,6 +28,16 @@ TARGET_SLICED_S = 2 * 60
 TARGET_FLOOR_RATIO = 1.10  # reference only (the stat inside site.yml against the floor: like for like)
 
 
+def core_counts(host):
+    """(remote tasks, task evaluations) of one host's census (bench/callback_plugins/task_census)
+    without the later roles' tasks: an evaluation is any task the host met (remote,
+    controller-only, delegated or skipped)."""
+    later = [host.get("by_role", {}).get(role, {}) for role in LATER_ROLES]
+    remote = host["remote_tasks"] - sum(c.get("remote", 0) for c in later)
+    evaluations = host["remote_tasks"] + host["controller_tasks"] + host["delegated_tasks"] + host.get("skipped", 0)
+    return remote, evaluations - sum(sum(c.values()) for c in later)
+
+
 def overhead_ratio(row):
     noop, floor = row.get("overhead_per_task_noop_s"), row.get("overhead_per_task_floor_s")
     if not noop or not floor or floor["median"] <= 0:

@@ -12,7 +12,7 @@ import sys
 from conftest import ROOT, on_node, playbook
 
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_targets import LATER_ROLES, ROLE_BUDGET  # one home: the bench's targets
+from bench_targets import LATER_ROLES, ROLE_BUDGET, core_counts  # one home: the bench's targets
 
 MAX_REMOTE_TASKS = 60
 # issue 19's ratchet: what a no-op costs a GPU node today (lab-node1, 2026-12-06: 29 remote-module
@@ -48,11 +48,8 @@ def test_noop_site_changes_nothing_within_the_remote_task_budget(converged, gpu_
         listing = "\n".join("%s [%s]" % (t["task"], t["action"]) for t in counts["remote"])
         assert counts["remote_tasks"] <= MAX_REMOTE_TASKS, "%s ran %d remote tasks:\n%s" % (node, counts["remote_tasks"], listing)
         assert counts["controller_tasks"] > 0  # the census tells them apart
-        evaluations = counts["remote_tasks"] + counts["controller_tasks"] + counts["delegated_tasks"] + counts["skipped"]
         # the ratchet is for the roles issue 19 measured; a later role has its own budget below
-        later = [counts["by_role"].get(role, {}) for role in LATER_ROLES]
-        remote = counts["remote_tasks"] - sum(c.get("remote", 0) for c in later)
-        evaluations -= sum(sum(c.values()) for c in later)
+        remote, evaluations = core_counts(counts)
         assert remote <= RATCHET["remote"], "%s ran %d remote tasks (later roles not counted):\n%s" % (node, remote, listing)
         assert evaluations <= RATCHET["evaluations"], "%s: %d task evaluations, skipped: %s" % (node, evaluations, counts["skipped_tasks"])
     for role in LATER_ROLES:
