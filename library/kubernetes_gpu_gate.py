@@ -64,6 +64,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge.device_plugin import MIG_STRATEGIES, expected_resources
 from ansible.module_utils.rackforge.health import finding
+from ansible.module_utils.rackforge.kubectl import kubectl_argv, kubectl_runner
 
 LABEL = "rackforge.io/gpu-gate"
 
@@ -108,14 +109,8 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    kubectl = module.get_bin_path("kubectl", required=True)
-    base = [kubectl, "--kubeconfig", p["kubeconfig"]]
-
-    def run(*args):
-        rc, out, err = module.run_command([*base, *args], environ_update=C_ENV)
-        if rc != 0:
-            module.fail_json(msg="kubectl %s failed" % " ".join(args), rc=rc, stdout=out, stderr=err)
-        return out
+    base = kubectl_argv(module, p["kubeconfig"])
+    run = kubectl_runner(module, base, "kubectl ")
 
     expected, refused = expected_resources(p["gpus"], p["replicas"], p["mig_strategy"], p["mig"])
     if p["mig_strategy"] == "none":

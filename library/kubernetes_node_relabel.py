@@ -46,7 +46,7 @@ stderr: {description: The failed command's error output., type: str, returned: f
 import json
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge.kubectl import kubectl_argv, kubectl_runner
 
 
 def stale_labels(current, wanted):
@@ -65,21 +65,13 @@ def main():
         supports_check_mode=True,
     )
     p = module.params
-    kubectl = [module.get_bin_path("kubectl", required=True), "--kubeconfig", p["kubeconfig"]]
-
-    def run(argv):
-        rc, out, err = module.run_command(argv, environ_update=C_ENV)
-        if rc != 0:
-            msg = "kubernetes_node_relabel: %s failed (rc %d): %s" % (" ".join(argv[3:]), rc, (err or out).strip()[-2000:])
-            module.fail_json(msg=msg, rc=rc, stdout=out, stderr=err)
-        return out
-
-    get = [*kubectl, "get", "node", p["node"], "-o", "json"]
-    out = run(get)
+    run = kubectl_runner(module, kubectl_argv(module, p["kubeconfig"]), "kubernetes_node_relabel: ")
+    get = ["get", "node", p["node"], "-o", "json"]
+    out = run(*get)
     try:
         current = (json.loads(out).get("metadata") or {}).get("labels") or {}
     except ValueError as exc:
-        module.fail_json(msg="kubernetes_node_relabel: %s printed no JSON: %s" % (" ".join(get[3:]), exc), rc=0, stdout=out, stderr="")
+        module.fail_json(msg="kubernetes_node_relabel: %s printed no JSON: %s" % (" ".join(get), exc), rc=0, stdout=out, stderr="")
     stale = stale_labels(current, p["labels"])
     pairs = ["%s=%s" % (k, after) for k, (_before, after) in stale.items()]
     result = {
@@ -93,7 +85,7 @@ def main():
         },
     }
     if pairs and not module.check_mode:
-        run([*kubectl, "label", "node", p["node"], "--overwrite", *pairs])
+        run("label", "node", p["node"], "--overwrite", *pairs)
     module.exit_json(changed=bool(pairs), **result)
 
 
