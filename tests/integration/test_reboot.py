@@ -7,6 +7,8 @@ from __future__ import annotations
 import yaml
 from conftest import ROOT, lab, not_idempotent, on_node, playbook
 
+# what ansible.builtin.reboot compares in a lab node to tell its boots apart (the lab's inventory)
+BOOT_TIME = yaml.safe_load((ROOT / "lab" / "inventory_vars" / "rackforge.yml").read_text())["upgrade_boot_time_command"]
 UNITS = ("rackforge-roce-qos.service", "rackforge-gpu-tuning.service", "rackforge-gpudirect-acs.service")
 # a oneshot without RemainAfterExit (inactive once it ran): the CDI spec under /var/run is its proof
 CDI_UNIT, CDI_SPEC = "rackforge-cdi-spec.service", "/var/run/cdi/nvidia.json"
@@ -58,8 +60,7 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
 
 def test_a_lab_reboot_is_a_reboot(converged, gpu_nodes):
     node = gpu_nodes[0]
-    boot_time = yaml.safe_load((ROOT / "lab" / "inventory_vars" / "rackforge.yml").read_text())["upgrade_boot_time_command"]
-    boot = on_node(node, "sh", "-c", boot_time).stdout.strip()
+    boot = on_node(node, "sh", "-c", BOOT_TIME).stdout.strip()
     # runtime-only state, as a process or an operator leaves it: a file in /run, a link, an address
     on_node(
         node,
@@ -69,7 +70,7 @@ def test_a_lab_reboot_is_a_reboot(converged, gpu_nodes):
     )
     try:
         lab("reboot", node)
-        assert on_node(node, "sh", "-c", boot_time).stdout.strip() not in ("", boot)  # what ansible.builtin.reboot waits for
+        assert on_node(node, "sh", "-c", BOOT_TIME).stdout.strip() not in ("", boot)  # what ansible.builtin.reboot waits for
         assert on_node(node, "test", "-e", "/run/rackforge-test-reboot", check=False).returncode == 1
         links = on_node(node, "ip", "-o", "link", "show").stdout
         assert "rftest0" not in links and "rftest1" not in links
@@ -89,10 +90,9 @@ def test_a_driver_the_node_has_not_loaded_is_rebooted_into_where_allowed(converg
     on with it (no package changes in that run)."""
     node = gpu_nodes[-1]
     old, new = "535.247.01", "535.261.03"
-    boot_time = yaml.safe_load((ROOT / "lab" / "inventory_vars" / "rackforge.yml").read_text())["upgrade_boot_time_command"]
 
     def boot():
-        return on_node(node, "sh", "-c", boot_time).stdout.strip()
+        return on_node(node, "sh", "-c", BOOT_TIME).stdout.strip()
 
     def loaded():
         return on_node(
