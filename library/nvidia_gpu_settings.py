@@ -58,6 +58,13 @@ options:
     type: list
     elements: dict
     default: []
+  require_driver:
+    description:
+      - "Node plan: a node without a usable driver fails (C(gpu_tuning needs a loaded NVIDIA driver: <error>)) instead of
+        returning C(driver_loaded=false); in check mode it warns and returns C(driver_loaded=false) (the driver would be
+        installed first)."
+    type: bool
+    default: false
 """
 
 RETURN = r"""
@@ -136,13 +143,23 @@ def single(module, smi, p):
     )
 
 
+def no_driver(module, error, required):
+    """A node without a usable driver: driver_loaded false, or (required) a failure outside check mode
+    and a warning in it (check mode runs before the driver is installed)."""
+    if required and not module.check_mode:
+        module.fail_json(msg="gpu_tuning needs a loaded NVIDIA driver: %s" % error, driver_loaded=False, error=error)
+    if required:
+        module.warn("no loaded driver in check mode (it would be installed first): GPU settings are validated and applied on the real run")
+    module.exit_json(changed=False, driver_loaded=False, error=error)
+
+
 def node(module, smi, p):
     """The node plan (O(settings)): see the module's description."""
     if not smi:
-        module.exit_json(changed=False, driver_loaded=False, error="nvidia-smi not installed")
+        no_driver(module, "nvidia-smi not installed", p["require_driver"])
     gpus = read_gpus(module, smi, soft=True)
     if isinstance(gpus, str):
-        module.exit_json(changed=False, driver_loaded=False, error=gpus)
+        no_driver(module, gpus, p["require_driver"])
     if not gpus:
         module.fail_json(msg="no GPU found by nvidia-smi")
     analyze = module.get_bin_path("systemd-analyze")
@@ -213,6 +230,7 @@ def main():
             "models": {"type": "dict", "default": {}},
             "clock_policy": {"type": "str", "default": "strict", "choices": ["strict", "nearest"]},
             "schedules": {"type": "list", "elements": "dict", "default": []},
+            "require_driver": {"type": "bool", "default": False},
         },
         mutually_exclusive=[["locked_clocks", "reset_locked_clocks"], ["settings", "application_clocks"]],
         supports_check_mode=True,

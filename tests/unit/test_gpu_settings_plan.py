@@ -82,3 +82,22 @@ def test_a_node_without_a_usable_driver_is_reported_not_failed(sim, monkeypatch,
     (sim.bin / "nvidia-smi").unlink()
     res = run_module(nvidia_gpu_settings, plan(sim), sim, monkeypatch, capsys)
     assert not res.get("failed") and res["driver_loaded"] is False and res["error"] == "nvidia-smi not installed"
+
+
+def test_require_driver_fails_without_one_and_only_warns_in_check_mode(sim, monkeypatch, capsys):
+    """gpu_tuning's run (require_driver): a node whose driver is not usable stops there; check mode,
+    which runs before the driver would be installed, says so and goes on."""
+    (sim.bin / "nvidia-smi").unlink()
+    res = run_module(nvidia_gpu_settings, plan(sim, require_driver=True), sim, monkeypatch, capsys)
+    assert res["failed"] and res["msg"] == "gpu_tuning needs a loaded NVIDIA driver: nvidia-smi not installed"
+    assert res["driver_loaded"] is False
+    res = run_module(nvidia_gpu_settings, plan(sim, require_driver=True, _ansible_check_mode=True), sim, monkeypatch, capsys)
+    assert not res.get("failed") and res["driver_loaded"] is False
+    assert [w["event"]["msg"] for w in res["warnings"]] == [
+        "no loaded driver in check mode (it would be installed first): GPU settings are validated and applied on the real run"
+    ]
+
+
+def test_require_driver_with_the_driver_loaded_applies_as_before(sim, monkeypatch, capsys):
+    res = run_module(nvidia_gpu_settings, plan(sim, require_driver=True), sim, monkeypatch, capsys)
+    assert not res.get("failed") and res["changed"] and res["driver_loaded"] and limits(sim) == [600.0] * 8
