@@ -59,6 +59,15 @@ options:
       hold: {description: Hold the package., type: bool, default: false}
   allow_downgrade: {description: Allow installing an older version than the installed one., type: bool, default: false}
   install_recommends: {description: Install recommended packages too; false passes --no-install-recommends., type: bool, default: false}
+  snapshot:
+    description:
+      - "This run's id, given by the rackforge_packages action plugin (not by a task): the module then
+        reads every package dpkg knows (one dpkg-query, as for the named ones), the sha256 of each key
+        under /etc/apt/keyrings and the text of each source under /etc/apt/sources.list.d, after any
+        change, and returns them as the fact C(rackforge_packages_snapshot). A later call of the same
+        run that the snapshot shows nothing to do for is answered on the controller
+        (module_utils/rackforge/packages_snapshot.py)."
+    type: str
   cache_valid_time:
     description:
       - "Seconds the package lists stay fresh when something must be installed (age: apt's periodic
@@ -99,6 +108,14 @@ repository:
   description: "{key, source, line}: the key and source file paths and the source line."
   type: dict
   returned: when repository is given
+decided_on_controller:
+  description: "True when the action plugin answered from this run's snapshot without running the module (nothing to do)."
+  type: bool
+  returned: when so
+ansible_facts:
+  description: "rackforge_packages_snapshot: {run, packages: {name: [version, held]}, keys: {stem: sha256}, sources: {stem: text}}."
+  type: dict
+  returned: when the action plugin gave snapshot
 diff: {description: "before/after of the package table, the key's sha256 and the source line (what differs).", type: list, returned: always}
 rc: {description: The failed command's exit status., type: int, returned: failure of a command}
 stdout: {description: The failed command's output., type: str, returned: failure of a command}
@@ -114,6 +131,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.rackforge import C_ENV
 from ansible.module_utils.rackforge import packages as P
+from ansible.module_utils.rackforge import packages_snapshot as S
 from ansible.module_utils.rackforge.filestage import read_bytes as read
 from ansible.module_utils.urls import fetch_url
 
@@ -147,10 +165,11 @@ class Node:
             self.module.fail_json(msg=msg, rc=rc, stdout=out, stderr=err, actions=self.done)
         return out
 
-    def dpkg_rows(self, names):
-        if not names:
+    def dpkg_rows(self, names, every=False):
+        """The rows of names (every: of every package dpkg knows)."""
+        if not names and not every:
             return {}
-        argv = [self.bin["dpkg-query"], "-W", "-f", P.DPKG_FORMAT, *names]
+        argv = [self.bin["dpkg-query"], "-W", "-f", P.DPKG_FORMAT, *([] if every else names)]
         rc, out, err = self.module.run_command(argv, environ_update=C_ENV)
         missing, other = P.dpkg_missing(err)
         if rc not in (0, 1) or other or (rc == 1 and not missing):  # rc 1 alone means: some package unknown
@@ -183,6 +202,12 @@ class Node:
         if problem:
             self.fail(problem)
         return data
+
+
+def snapshot_fact(run, every):
+    """The fact a call with snapshot returns: every package's row (read with the module's own dpkg-query), the apt files."""
+    keys, sources = S.read_files()
+    return S.fact(run, every, keys, sources)
 
 
 def os_name():
@@ -262,6 +287,7 @@ def argument_spec():
         "allow_downgrade": {"type": "bool", "default": False},
         "install_recommends": {"type": "bool", "default": False},
         "cache_valid_time": {"type": "int", "default": 3600},
+        "snapshot": {"type": "str"},
     }
 
 
@@ -275,8 +301,10 @@ def main():
     node = Node(module)
     names = [pkg["name"] for pkg in packages]
 
-    # the one read
-    rows = node.dpkg_rows(names)
+    # the one read (with snapshot: of every package, the same one dpkg-query)
+    run = p["snapshot"]
+    every = node.dpkg_rows(names, every=True) if run else None
+    rows = {n: every[n] for n in names if n in every} if run else node.dpkg_rows(names)
     key_sha256 = source_text = None
     if repository:
         key = read(P.key_path(repository["name"]))
@@ -294,6 +322,8 @@ def main():
         }
     if result["refused"]:
         node.fail("; ".join(result["refused"]) + ": nothing was changed", packages={n: {"before": before[n]} for n in names})
+    if run:
+        report["ansible_facts"] = snapshot_fact(run, every)
     if P.nothing_to_do(result):
         report["packages"] = {n: {"before": before[n], "after": before[n]} for n in names}
         module.exit_json(changed=False, **report)
@@ -344,7 +374,12 @@ def main():
     if check:
         after = P.after_state(rows, packages, result, targets, unresolved)
     else:
-        after_rows = node.dpkg_rows(names)
+        if run:
+            every = node.dpkg_rows(names, every=True)
+            after_rows = {n: every[n] for n in names if n in every}
+            report["ansible_facts"] = snapshot_fact(run, every)
+        else:
+            after_rows = node.dpkg_rows(names)
         after = P.state_of(after_rows, packages)
         problems = P.verify_problems(after_rows, packages)
         if problems:

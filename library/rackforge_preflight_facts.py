@@ -49,6 +49,14 @@ options:
     description: The inventory name the messages start with.
     type: str
     default: ""
+  packages_snapshot:
+    description:
+      - "This run's id, given by the module's action plugin (not by a task): on a host with dpkg the
+        one read also takes every package dpkg knows, the sha256 of each key under /etc/apt/keyrings
+        and the text of each source under /etc/apt/sources.list.d, returned as the fact
+        C(rackforge_packages_snapshot): the later package calls and repository checks of the run
+        decide from it on the controller (module_utils/rackforge/packages_snapshot.py)."
+    type: str
 author: rackforge
 """
 
@@ -75,7 +83,7 @@ findings:
   type: list
   elements: dict
 ansible_facts:
-  description: rackforge_preflight (see the description).
+  description: rackforge_preflight (see the description), and rackforge_packages_snapshot with O(packages_snapshot).
   returned: always
   type: dict
 """
@@ -83,7 +91,8 @@ ansible_facts:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.rackforge import read_file
+from ansible.module_utils.rackforge import C_ENV, read_file
+from ansible.module_utils.rackforge import packages_snapshot as snapshots
 from ansible.module_utils.rackforge.hardware import (
     NVSWITCH_PCI_IDS,
     count_pci,
@@ -132,6 +141,7 @@ def main():
             "enforce": {"type": "bool", "default": False},
             "warn_swap": {"type": "bool", "default": False},
             "host": {"type": "str", "default": ""},
+            "packages_snapshot": {"type": "str"},
         },
         supports_check_mode=True,
     )
@@ -166,6 +176,8 @@ def main():
     for text in preflight_warnings(hw, messages, p["enforce"], p["warn_swap"]):
         module.warn(prefix + text)
     result = dict(changed=False, hardware=hw, findings=findings, ansible_facts={"rackforge_preflight": fact})
+    if p["packages_snapshot"] and module.get_bin_path("dpkg-query"):
+        result["ansible_facts"].update(snapshots.fact(p["packages_snapshot"], *snapshots.read_node(module, C_ENV)))
     if p["enforce"] and messages:
         module.fail_json(msg="%spreflight failed: %s" % (prefix, "; ".join(messages)), **result)
     module.exit_json(**result)

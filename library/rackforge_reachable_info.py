@@ -20,16 +20,38 @@ options:
     required: true
   timeout: {description: Seconds to wait for each answer., type: int, default: 10}
   host: {description: The inventory name the message starts with., type: str, default: ""}
+  needed_for:
+    description:
+      - "{repository, packages}, as the role's rackforge_packages call gives them: the URLs are needed only
+        to install these. When the node already has every package at its version and held as asked, with the
+        repository's key and source in place, nothing will be fetched and no URL is checked (C(not_needed)),
+        so a converged node's re-run does not depend on the repository being up. The module's action plugin
+        decides that on the controller from the run's package snapshot (rackforge_packages_snapshot, taken by
+        the preflight's read); without one, the module reads the packages itself."
+    type: dict
 """
 
 RETURN = r"""
-results: {description: "[{url, var, status, reason}] per URL (status -1 where no HTTP answer came).", type: list, returned: always}
+results:
+  description: "[{url, var, status, reason}] per URL (status -1 where no HTTP answer came); [] when not needed."
+  type: list
+  returned: always
+not_needed:
+  description: "True when needed_for's packages need nothing from the URLs (none was checked)."
+  type: bool
+  returned: with needed_for
+decided_on_controller:
+  description: "True when the action plugin answered not_needed from the run's snapshot."
+  type: bool
+  returned: when so
 """
 
 import socket
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import C_ENV
+from ansible.module_utils.rackforge import packages_snapshot as snapshots
 from ansible.module_utils.urls import open_url
 
 
@@ -54,9 +76,15 @@ def main():
             "urls": {"type": "list", "elements": "dict", "required": True},
             "timeout": {"type": "int", "default": 10},
             "host": {"type": "str", "default": ""},
+            "needed_for": {"type": "dict"},
         },
         supports_check_mode=True,
     )
+    needed_for = module.params["needed_for"]
+    if needed_for is not None and module.get_bin_path("dpkg-query"):
+        here = snapshots.snapshot("node", *snapshots.read_node(module, C_ENV))
+        if snapshots.decide(needed_for, here, "node") is not None:
+            module.exit_json(changed=False, results=[], not_needed=True, msg=snapshots.NOT_NEEDED)
     results = []
     for item in module.params["urls"]:
         if not item.get("url") or not item.get("var"):
@@ -68,7 +96,7 @@ def main():
         prefix = "%s: " % module.params["host"] if module.params["host"] else ""
         lines = ["cannot reach %s (%s): check %s and the node's route to it" % (r["url"], r["reason"], r["var"]) for r in bad]
         module.fail_json(msg="%s%s. Nothing was changed." % (prefix, "; ".join(lines)), results=results)
-    module.exit_json(changed=False, results=results)
+    module.exit_json(changed=False, results=results, **({} if needed_for is None else {"not_needed": False}))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,9 @@ to $RACKFORGE_CENSUS_OUT when the playbook ends. Classes of a (host, task) resul
 
 - remote:     a module ran over the host's connection (one per task; `remote_executions` counts
               every loop item that ran, as each is a module round trip of its own)
-- controller: the action never leaves the controller (assert, set_fact, debug, include_*, ...)
+- controller: the action never leaves the controller (assert, set_fact, debug, include_*, ...), or
+              an action plugin answered on the controller (`decided_on_controller: true`:
+              rackforge_packages from the run's package snapshot)
 - delegated:  the module ran on another host (delegate_to: the controller, the control plane,
               the Prometheus host), not on this node
 - skipped:    `when` was false (no module ran)
@@ -164,9 +166,10 @@ class CallbackModule(CallbackBase):
         the host a delegated task ran on)."""
         if status == "skipped":
             return "skipped", None
-        if action in CONTROLLER_ACTIONS:
-            return "controller", None
         res = result.result
+        # an action plugin that answered on the controller (rackforge_packages from this run's snapshot)
+        if action in CONTROLLER_ACTIONS or res.get("decided_on_controller") is True:
+            return "controller", None
         delegated = res.get("_ansible_delegated_vars") or {}
         target = delegated.get("ansible_delegated_host") or getattr(result.task, "delegate_to", None)
         if target and target != result.host.get_name():

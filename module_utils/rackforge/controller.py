@@ -1,5 +1,5 @@
 """Helpers of the controller-side plugins (action plugins): load the project's module_utils, turn
-hostvars into plain JSON types, and write a report file atomically.
+hostvars into plain JSON types, write a report file atomically, and the run's id.
 
 On the controller the project's module_utils are not importable under ansible.module_utils (that
 package is Ansible's own there). load(parts) loads each module_utils/rackforge/<part>.py by path
@@ -13,6 +13,8 @@ import importlib.util
 import os
 import sys
 import tempfile
+import types
+import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,6 +31,24 @@ def load(parts):
             sys.modules[name] = mod
             spec.loader.exec_module(mod)
     return mod
+
+
+RUN_REGISTRY = "_rackforge_run"
+
+
+def run_id():
+    """This ansible-playbook run's id, the same for every plugin and worker of the run. The first
+    plugin that asks makes it and keeps it in sys.modules; the plugins ask when they are imported,
+    which the linear and free strategies do in the main process for each task's action before they
+    fork its workers, so the workers inherit it. An earlier run's id (a snapshot in the fact cache)
+    never matches; where a strategy imports the plugins in each worker instead, each gets its own id
+    and the plugins' snapshots are never used (every call then runs its module)."""
+    run = sys.modules.get(RUN_REGISTRY)
+    if run is None:
+        run = types.ModuleType(RUN_REGISTRY)
+        run.id = uuid.uuid4().hex
+        sys.modules[RUN_REGISTRY] = run
+    return run.id
 
 
 def plain(value):

@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,42 @@ def test_no_task_costs_more_with_a_bigger_fleet():
             walking.append(task.get("name"))
             assert task.get("run_once") is True, (str(path), task.get("name"))
     assert walking == ["Merge the verdicts into the fleet state and write the fleet report on the controller"]
+
+
+SNAPSHOT_PLAY = """
+- hosts: target
+  gather_facts: false
+  tasks:
+    - rackforge_packages: {packages: [{name: dpkg}]}
+    - rackforge_packages: {packages: [{name: dpkg}, {name: apt}]}
+      register: second
+    - ansible.builtin.assert: {that: [second.decided_on_controller, not second.changed], quiet: true}
+"""
+
+
+def test_census_counts_a_call_decided_from_the_runs_package_snapshot_as_controller(tmp_path):
+    """rackforge_packages reads this machine's packages once (nothing is changed: both are installed);
+    the second call of the run is answered on the controller and counted so."""
+    if not shutil.which("dpkg-query"):
+        pytest.skip("not a Debian-family machine")
+    (tmp_path / "play.yml").write_text(SNAPSHOT_PLAY)
+    (tmp_path / "hosts").write_text("target ansible_connection=local ansible_python_interpreter=%s\n" % sys.executable)
+    env = dict(
+        os.environ,
+        ANSIBLE_CONFIG=str(ROOT / "ansible.cfg"),
+        ANSIBLE_CALLBACK_PLUGINS=str(ROOT / "bench" / "callback_plugins"),
+        ANSIBLE_CALLBACKS_ENABLED="task_census",
+        ANSIBLE_CACHE_PLUGIN="memory",
+        RACKFORGE_CENSUS_OUT=str(tmp_path / "census.json"),
+    )
+    res = subprocess.run(
+        ["ansible-playbook", "-i", str(tmp_path / "hosts"), str(tmp_path / "play.yml")],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    host = json.loads((tmp_path / "census.json").read_text())["hosts"]["target"]
+    assert [t["action"] for t in host["remote"]] == ["rackforge_packages"]
+    assert [t["action"] for t in host["controller"]] == ["rackforge_packages", "assert"]

@@ -4,6 +4,7 @@ simulator's GPUs, and the simulator's NIC tools (argv[0] names)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import nvidia_gpu_info
 import nvlink_health
@@ -211,6 +212,21 @@ def test_preflight_facts_set_the_public_fact_fail_on_findings_when_enforced_and_
     assert ok["ansible_facts"]["rackforge_preflight"]["passed"] and not [w for w in warnings(ok) if "PREFLIGHT" in w]
     bad = run_module(rackforge_preflight_facts, dict(args, os="Debian-12", service_mgr="sysvinit", expected={}), sim, monkeypatch, capsys)
     assert bad["ansible_facts"]["rackforge_preflight"]["messages"] == ["systemd: service manager is sysvinit, rackforge needs systemd"]
+
+
+def test_preflight_facts_take_the_runs_package_snapshot_when_given_its_id(tmp_path, monkeypatch, capsys):
+    """The preflight's one read also takes every package of this build host (the real dpkg), for the
+    run's later package calls and repository checks; without the id (the module called by a task of
+    one's own) it takes none."""
+    if not shutil.which("dpkg-query"):
+        pytest.skip("not a Debian-family machine")
+    sim = Sim(tmp_path)
+    args = {"sysfs_root": str(sim.sysfs), "packages_snapshot": "run-7"}
+    snap = run_module(rackforge_preflight_facts, args, sim, monkeypatch, capsys)["ansible_facts"]["rackforge_packages_snapshot"]
+    assert snap["run"] == "run-7" and snap["packages"]["dpkg"][0] and {"apt", "bash"} <= set(snap["packages"])
+    assert set(snap) == {"run", "packages", "keys", "sources"}
+    without = run_module(rackforge_preflight_facts, {"sysfs_root": str(sim.sysfs)}, sim, monkeypatch, capsys)
+    assert set(without["ansible_facts"]) == {"rackforge_preflight"}
 
 
 def test_run_concurrently_keeps_the_order_runs_at_once_and_reports_what_cannot_start():

@@ -15,6 +15,8 @@ import subprocess
 import pytest
 import rackforge_packages
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge import packages as P
+from ansible.module_utils.rackforge import packages_snapshot as S
 from ansible.module_utils.testing import patch_module_args
 
 KEY = b"-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nmDMEZ0test\n-----END PGP PUBLIC KEY BLOCK-----\n"
@@ -116,3 +118,65 @@ def test_module_elsewhere_says_it_manages_apt_only(monkeypatch, capsys):
     assert res["failed"] and res["msg"].startswith("rackforge_packages manages apt only; ")
     assert "apt-get, apt-cache, apt-mark, dpkg-query" in res["msg"] and "ansible.builtin.package" in res["msg"]
     assert calls == []
+
+
+# ------------------------------------------------------- the run's snapshot (action plugin's decisions)
+
+
+def snapshot_of(res):
+    return res["ansible_facts"][S.FACT]
+
+
+def test_module_with_snapshot_reads_every_package_in_the_one_dpkg_query(monkeypatch, capsys):
+    needs_apt()
+    res, calls = run_module({"packages": [{"name": "dpkg"}], "snapshot": "run-1"}, monkeypatch, capsys, check=False)
+    assert res["changed"] is False and [c[:2] for c in calls] == [[shutil.which("dpkg-query"), "-W"]]
+    assert calls[0][-1] == P.DPKG_FORMAT  # no names: every package dpkg knows
+    snap = snapshot_of(res)
+    every = subprocess.run(["dpkg-query", "-W", "-f", "${Package}\\n"], capture_output=True, text=True, check=True).stdout.split()
+    assert snap["run"] == "run-1" and set(snap["packages"]) <= set(every) and {"dpkg", "apt", "bash"} <= set(snap["packages"])
+    assert snap["packages"]["dpkg"] == [res["packages"]["dpkg"]["before"]["version"], False]
+    keys = {p.name[:-4] for p in pathlib.Path(P.KEYRING_DIR).glob("*.asc")} if pathlib.Path(P.KEYRING_DIR).is_dir() else set()
+    assert set(snap["keys"]) == keys and all(len(v) == 64 for v in snap["keys"].values())
+
+
+def test_the_controllers_answer_is_the_modules_own_answer(monkeypatch, capsys):
+    """decide() from the module's snapshot gives, for another call with nothing to do, exactly what the
+    module gives for that call (plus decided_on_controller)."""
+    needs_apt()
+    first, _ = run_module({"packages": [{"name": "apt"}], "snapshot": "run-1"}, monkeypatch, capsys, check=False)
+    args = {"packages": [{"name": "dpkg"}, {"name": "bash", "version": ""}], "allow_downgrade": False}
+    module_answer, _ = run_module(args, monkeypatch, capsys, check=False)
+    decided = S.decide(args, snapshot_of(first), "run-1")
+    assert decided.pop("decided_on_controller") is True
+    for key in ("invocation", "ansible_facts"):
+        module_answer.pop(key, None)
+    assert decided == module_answer
+
+
+def test_the_controller_sends_to_the_node_what_it_cannot_answer(monkeypatch, capsys):
+    needs_apt()
+    first, _ = run_module({"packages": [{"name": "dpkg"}], "snapshot": "run-1"}, monkeypatch, capsys, check=False)
+    snap = snapshot_of(first)
+    have = snap["packages"]["dpkg"][0]
+    assert S.decide({"packages": [{"name": "dpkg"}]}, snap, "run-2") is None  # another run's snapshot
+    assert S.decide({"packages": [{"name": "dpkg"}]}, None, "run-1") is None
+    assert S.decide({"packages": [{"name": "dpkg", "hold": True}]}, snap, "run-1") is None  # a hold to put
+    assert S.decide({"packages": [{"name": "rackforge-never-installed"}]}, snap, "run-1") is None
+    assert S.decide({"packages": [{"name": "dpkg", "version": "1.0"}]}, snap, "run-1") is None  # refused downgrade: the module says so
+    assert S.decide({"packages": [{"name": "Bad_Name"}]}, snap, "run-1") is None  # bad input: the module says so
+    assert S.decide({"packages": [{"name": "dpkg"}], "unknown": 1}, snap, "run-1") is None
+    assert S.decide({"packages": [{"name": "dpkg", "version": have.split("-")[0]}]}, snap, "run-1")["changed"] is False
+
+
+def test_a_repository_is_answered_only_when_its_key_and_source_are_as_wanted():
+    repository = repo()
+    line = P.source_line(dict(repository, components=["main"])) + "\n"
+    snap = S.snapshot("r", {"dpkg": {"version": "1.21.22", "held": False}}, {"rackforge-test": KEY_SHA}, {"rackforge-test": line})
+    args = {"repository": repository, "packages": [{"name": "dpkg"}]}
+    decided = S.decide(args, snap, "r")
+    assert decided["repository"] == {"key": P.key_path("rackforge-test"), "source": P.source_path("rackforge-test"), "line": line.strip()}
+    assert S.decide(args, dict(snap, keys={"rackforge-test": "0" * 64}), "r") is None
+    assert S.decide(args, dict(snap, keys={}), "r") is None
+    assert S.decide(args, dict(snap, sources={"rackforge-test": line + "deb http://other/ x main\n"}), "r") is None
+    assert S.decide(dict(args, repository=dict(repository, key_checksum="sha256:" + KEY_SHA)), snap, "r") is not None

@@ -1,0 +1,43 @@
+"""Action plugin of the rackforge_reachable_info module: a repository check with `needed_for` is
+answered on the controller (not_needed) when the run's package snapshot (taken by the preflight's
+read, module_utils/rackforge/packages_snapshot.py) shows that those packages need nothing from it;
+otherwise the module runs on the node, as always."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+from ansible.plugins.action import ActionBase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _loader():
+    """module_utils/rackforge/controller.py, by path (it loads the rest)."""
+    spec = importlib.util.spec_from_file_location("rackforge_controller", os.path.join(ROOT, "module_utils", "rackforge", "controller.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+RUN_ID = _loader().run_id()
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+
+    def run(self, tmp=None, task_vars=None):
+        task_vars = task_vars or {}
+        result = super().run(tmp, task_vars)
+        needed_for = self._task.args.get("needed_for")
+        if needed_for is not None and not self._task.delegate_to:
+            controller = _loader()
+            snapshots = controller.load(["packages", "packages_snapshot"])
+            facts = task_vars.get("ansible_facts") or {}
+            snap = controller.plain(facts.get(snapshots.FACT)) if snapshots.FACT in facts else None
+            if snapshots.decide(controller.plain(needed_for), snap, RUN_ID) is not None:
+                result.update(changed=False, results=[], not_needed=True, msg=snapshots.NOT_NEEDED, decided_on_controller=True)
+                return result
+        result.update(self._execute_module(module_name="rackforge_reachable_info", module_args=dict(self._task.args), task_vars=task_vars))
+        return result
