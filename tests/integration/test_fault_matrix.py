@@ -91,17 +91,33 @@ def test_fault_excludes_only_the_faulted_node(converged, gpu_nodes, faulted, fau
     assert "%s: UNHEALTHY, excluded:" % victim in out and needle in out, out[-2500:]
 
 
-def test_unreachable_mirror_fails_every_node_before_any_change_naming_the_url(converged, gpu_nodes):
-    before = {n: node_state(n) for n in gpu_nodes}
-    # a frozen mirror: connections time out (pause keeps its address and MAC, so nothing is stale after)
+def paused_mirror_run(*args):
+    """site.yml with the lab's mirror frozen: connections time out (pause keeps its address and MAC,
+    so nothing is stale after)."""
     subprocess.run(["podman", "pause", "rackforge-lab-mirror"], capture_output=True, check=True)
     try:
-        res = playbook("site.yml")
+        return playbook("site.yml", *args)
     finally:
         subprocess.run(["podman", "unpause", "rackforge-lab-mirror"], capture_output=True, check=True)
+
+
+def test_unreachable_mirror_fails_every_node_that_needs_it_before_any_change_naming_the_url(converged, gpu_nodes):
+    """An upgrade needs the driver repository: with the mirror down every node stops in the preflight
+    play, naming the URL and its variable, and nothing changes."""
+    before = {n: node_state(n) for n in gpu_nodes}
+    res = paused_mirror_run("-e", "nvidia_driver_version=535.261.03")  # the lab's nodes run 535.247.01
     assert res.returncode != 0
     assert all(res.recap[n]["failed"] == 1 and res.recap[n]["changed"] == 0 for n in gpu_nodes)
     out = " ".join(res.stdout.split())
-    assert "cannot reach http://10.89.77.2/vendor/dists/bookworm/InRelease" in out
+    assert "cannot reach http://10.89.77.2/vendor/dists/bookworm/InRelease" in out and "check nvidia_driver_repo_url" in out
     assert "TASK [nvidia_driver : Install" not in res.stdout  # stopped in the preflight play
     assert {n: node_state(n) for n in gpu_nodes} == before
+
+
+def test_a_converged_fleets_rerun_does_not_need_the_mirror(converged, gpu_nodes):
+    """Nothing is to be installed: the repositories are not checked (the preflight's package snapshot
+    shows every package in place) and the run passes with the mirror down, changing nothing."""
+    res = paused_mirror_run()
+    assert res.returncode == 0, res.stdout[-3000:]
+    assert all(res.recap[n]["failed"] == 0 and res.recap[n]["changed"] == 0 for n in res.recap), res.recap
+    assert "cannot reach" not in res.stdout
