@@ -106,32 +106,59 @@ def image():
 
 
 def running_evidence(name, res=None):
-    """What a container that never reached systemd 'running' looked like: podman's state, the
-    last `systemctl is-system-running` (rc, stdout, stderr) and the tail of its console log."""
+    """What a container that never reached systemd 'running' looked like: podman's state (with
+    the exit code, error and OOM flag of its last init), the last `systemctl is-system-running`
+    (rc, stdout, stderr), the host's load and memory and the tail of its console log."""
     status, started = container_state(name)
     lines = ["  podman state: %s (started %s)" % (status or "no such container", started or "-")]
+    detail = podman(
+        "inspect", "-f", "pid {{.State.Pid}} exit {{.State.ExitCode}} oom {{.State.OOMKilled}} error {{.State.Error}}", name, check=False
+    )
+    if detail.returncode == 0:
+        lines.append("  podman init: %s" % detail.stdout.strip())
     if res is not None:
         err = res.stderr.strip()[-400:]
         lines.append("  last `systemctl is-system-running`: rc %d, stdout %r, stderr %r" % (res.returncode, res.stdout.strip(), err))
+    try:
+        meminfo = dict(line.split(":", 1) for line in open("/proc/meminfo").read().splitlines() if ":" in line)
+        lines.append("  host: load %s, MemAvailable %s" % (open("/proc/loadavg").read().strip(), meminfo.get("MemAvailable", "?").strip()))
+    except OSError:
+        pass
     logs = podman("logs", "--tail", "40", name, check=False)
     lines.append("  podman logs --tail 40:")
     lines.extend("    " + line for line in (logs.stdout + logs.stderr).strip().splitlines()[-40:])
     return "\n".join(lines)
 
 
-def wait_running(name, timeout=180, fail=True):
+# runc's answer to an exec in a container whose init (systemd) has exited; podman may still call
+# the container running for a while (CI, stop 44: cp1's first boot on a fresh machine)
+STOPPED_INIT = "cannot exec in a stopped container"
+
+
+def wait_running(name, timeout=180, fail=True, dead_after=30):
     """Until systemd in the container says running (or degraded). On a timeout: exit with the
     evidence (fail=True) or return None with the evidence printed (fail=False: the caller retries).
+    A container whose init has been gone for dead_after seconds (runc refuses the exec, or podman
+    no longer calls it running) is given up at once: it will not boot by waiting.
     A fresh machine under load has taken over 90 s to boot its first container (CI, stop 30)."""
     deadline = time.time() + timeout
     res = None
+    dead_since = None
+    why = "did not reach systemd 'running' within %ds" % timeout
     while time.time() < deadline:
         res = podman("exec", name, "systemctl", "is-system-running", check=False)
         state = res.stdout.strip()
         if state in ("running", "degraded"):
             return state
+        if STOPPED_INIT in res.stderr or container_state(name)[0] not in ("running", "created", "initialized"):
+            dead_since = dead_since or time.time()
+            if time.time() - dead_since >= dead_after:
+                why = "stopped booting: its init has been gone for %ds" % dead_after
+                break
+        else:
+            dead_since = None
         time.sleep(1)
-    sys.stderr.write("lab: %s did not reach systemd 'running' within %ds\n%s\n" % (name, timeout, running_evidence(name, res)))
+    sys.stderr.write("lab: %s %s\n%s\n" % (name, why, running_evidence(name, res)))
     if fail:
         sys.exit(1)
     return None

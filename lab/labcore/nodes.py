@@ -325,6 +325,21 @@ def run_fresh(cname, name, ip, port, config):
     )
 
 
+# a fresh container that does not boot is removed and run again, up to this many times in all
+BOOT_ATTEMPTS = 3
+
+
+def boot_fresh(cname, name, ip, port, config):
+    """Run a new container and wait for its systemd; one that does not boot is removed and run
+    again (BOOT_ATTEMPTS in all), each failure printed with its evidence (containers.py)."""
+    for attempt in range(1, BOOT_ATTEMPTS + 1):
+        run_fresh(cname, name, ip, port, config)
+        if wait_running(cname, fail=attempt == BOOT_ATTEMPTS) is not None:
+            return
+        print("lab: %s: the container did not boot (attempt %d of %d): removing it" % (name, attempt, BOOT_ATTEMPTS), flush=True)
+        podman("rm", "-f", "-t", "0", cname, check=False)
+
+
 def start_node(name, ip, port, prof, idx, pub, faults=()):
     """Start (or restart) one lab container; a new one gets the lab key, hwsim and its faults.
     An existing container made from another configuration (node_config) is replaced."""
@@ -336,13 +351,15 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
             print("lab: %s was made from another configuration: replacing it" % name)
             retire(cname)
     fresh = not exists("container", cname)
-    if fresh:
-        run_fresh(cname, name, ip, port, config)
+    if not fresh:
+        podman("start", cname)
         if wait_running(cname, fail=False) is None:
-            print("lab: %s: removing the container that did not boot and starting it once more" % name)
-            podman("rm", "-f", "-t", "0", cname, check=False)
-            run_fresh(cname, name, ip, port, config)
-            wait_running(cname)
+            # a lab node is rebuilt, never debugged in place: what it held is made again by the run
+            print("lab: %s: the existing container did not boot: replacing it" % name, flush=True)
+            retire(cname)
+            fresh = True
+    if fresh:
+        boot_fresh(cname, name, ip, port, config)
         install_access(cname, pub)
         install_reboot(cname)
         if prof:
@@ -352,9 +369,6 @@ def start_node(name, ip, port, prof, idx, pub, faults=()):
             install_kernel_tools(cname)
         for args in faults:
             podman("exec", cname, "/usr/local/sbin/hwsim", "fault", "add", *args)
-    else:
-        podman("start", cname)
-        wait_running(cname)
     return cname
 
 
