@@ -184,3 +184,39 @@ def host_group(name, profile):
     if profile:
         return "gpu_nodes"
     return "monitoring_hosts" if name.startswith("lab-mon") else "kube_control_plane"
+
+
+def run_fresh(cname, name, ip, port, config):
+    podman(
+        "run",
+        "-d",
+        "--name",
+        cname,
+        "--hostname",
+        name,
+        "--network",
+        NETWORK,
+        "--ip",
+        ip,
+        "-p",
+        "127.0.0.1:%d:22" % port,
+        "--label",
+        "%s=%s" % (CONFIG_LABEL, config),
+        *NODE_FLAGS,
+        image(),
+    )
+
+
+# a fresh container that does not boot is removed and run again, up to this many times in all
+BOOT_ATTEMPTS = 3
+
+
+def boot_fresh(cname, name, ip, port, config):
+    """Run a new container and wait for its systemd; one that does not boot is removed and run
+    again (BOOT_ATTEMPTS in all), each failure printed with its evidence (running_evidence)."""
+    for attempt in range(1, BOOT_ATTEMPTS + 1):
+        run_fresh(cname, name, ip, port, config)
+        if wait_running(cname, fail=attempt == BOOT_ATTEMPTS) is not None:
+            return
+        print("lab: %s: the container did not boot (attempt %d of %d): removing it" % (name, attempt, BOOT_ATTEMPTS), flush=True)
+        podman("rm", "-f", "-t", "0", cname, check=False)
