@@ -39,11 +39,7 @@ class ActionModule(ActionBase):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         if not self._task.delegate_to:
-            controller = _loader()
-            snapshots = controller.load(["packages", "packages_snapshot"])
-            facts = task_vars.get("ansible_facts") or {}
-            snap = controller.plain(facts.get(snapshots.FACT)) if snapshots.FACT in facts else None
-            decided = snapshots.decide(controller.plain(args), snap, RUN_ID)
+            decided = _loader().decided_from_snapshot(task_vars, args)
             if decided is not None:
                 result.update(decided)
                 return result

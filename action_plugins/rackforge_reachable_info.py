@@ -21,6 +21,7 @@ def _loader():
     return mod
 
 
+# made (or taken) at import, in ansible-playbook's main process, so every worker of the run shares it
 RUN_ID = _loader().run_id()
 
 
@@ -33,11 +34,8 @@ class ActionModule(ActionBase):
         needed_for = self._task.args.get("needed_for")
         if needed_for is not None and not self._task.delegate_to:
             controller = _loader()
-            snapshots = controller.load(["packages", "packages_snapshot"])
-            facts = task_vars.get("ansible_facts") or {}
-            snap = controller.plain(facts.get(snapshots.FACT)) if snapshots.FACT in facts else None
-            if snapshots.decide(controller.plain(needed_for), snap, RUN_ID) is not None:
-                result.update(changed=False, results=[], not_needed=True, msg=snapshots.NOT_NEEDED, decided_on_controller=True)
+            if controller.decided_from_snapshot(task_vars, needed_for) is not None:
+                result.update(controller.not_needed_result())
                 return result
         result.update(self._execute_module(module_name="rackforge_reachable_info", module_args=dict(self._task.args), task_vars=task_vars))
         return result

@@ -180,6 +180,15 @@ class Node:
         except P.ParseError as exc:
             self.module.fail_json(msg="rackforge_packages: " + str(exc), rc=rc, stdout=out, stderr=err, actions=self.done)
 
+    def read(self, names, run, report):
+        """The rows of names; with a run id (the `snapshot` option), from one read of every package,
+        which also becomes the run's snapshot in report's ansible_facts."""
+        if not run:
+            return self.dpkg_rows(names)
+        every = self.dpkg_rows(names, every=True)
+        report["ansible_facts"] = snapshot_fact(run, every)
+        return {n: every[n] for n in names if n in every}
+
     def madison(self, names):
         out = self.run([self.bin["apt-cache"], "madison", *names], "apt-cache madison")
         try:
@@ -303,8 +312,8 @@ def main():
 
     # the one read (with snapshot: of every package, the same one dpkg-query)
     run = p["snapshot"]
-    every = node.dpkg_rows(names, every=True) if run else None
-    rows = {n: every[n] for n in names if n in every} if run else node.dpkg_rows(names)
+    report = {"packages": {}, "diff": [], "actions": node.done}
+    rows = node.read(names, run, report)
     key_sha256 = source_text = None
     if repository:
         key = read(P.key_path(repository["name"]))
@@ -313,7 +322,6 @@ def main():
         source_text = source.decode("utf-8", "replace") if source is not None else None
     before = P.state_of(rows, packages)
     result = P.plan(rows, packages, repository, key_sha256, source_text, p["allow_downgrade"])
-    report = {"packages": {}, "diff": [], "actions": node.done}
     if repository:
         report["repository"] = {
             "key": P.key_path(repository["name"]),
@@ -322,8 +330,6 @@ def main():
         }
     if result["refused"]:
         node.fail("; ".join(result["refused"]) + ": nothing was changed", packages={n: {"before": before[n]} for n in names})
-    if run:
-        report["ansible_facts"] = snapshot_fact(run, every)
     if P.nothing_to_do(result):
         report["packages"] = {n: {"before": before[n], "after": before[n]} for n in names}
         module.exit_json(changed=False, **report)
@@ -374,12 +380,7 @@ def main():
     if check:
         after = P.after_state(rows, packages, result, targets, unresolved)
     else:
-        if run:
-            every = node.dpkg_rows(names, every=True)
-            after_rows = {n: every[n] for n in names if n in every}
-            report["ansible_facts"] = snapshot_fact(run, every)
-        else:
-            after_rows = node.dpkg_rows(names)
+        after_rows = node.read(names, run, report)
         after = P.state_of(after_rows, packages)
         problems = P.verify_problems(after_rows, packages)
         if problems:

@@ -1,5 +1,6 @@
 """Helpers of the controller-side plugins (action plugins): load the project's module_utils, turn
-hostvars into plain JSON types, write a report file atomically, and the run's id.
+hostvars into plain JSON types, write a report file atomically, the run's id and the decisions
+made from the run's package snapshot.
 
 On the controller the project's module_utils are not importable under ansible.module_utils (that
 package is Ansible's own there). load(parts) loads each module_utils/rackforge/<part>.py by path
@@ -49,6 +50,24 @@ def run_id():
         run.id = uuid.uuid4().hex
         sys.modules[RUN_REGISTRY] = run
     return run.id
+
+
+def decided_from_snapshot(task_vars, wanted):
+    """The answer of packages_snapshot.decide(wanted, <this run's package snapshot of the node>):
+    the module's result when the snapshot shows nothing to do for `wanted` (rackforge_packages'
+    arguments, or reachable_info's needed_for), None otherwise (no snapshot, one from another
+    run, something to change). Shared by the rackforge_packages and rackforge_reachable_info
+    action plugins."""
+    snapshots = load(["packages", "packages_snapshot"])
+    facts = task_vars.get("ansible_facts") or {}
+    snap = plain(facts.get(snapshots.FACT)) if snapshots.FACT in facts else None
+    return snapshots.decide(plain(wanted), snap, run_id())
+
+
+def not_needed_result():
+    """reachable_info's answer where the snapshot shows its packages need nothing from the repository."""
+    msg = load(["packages", "packages_snapshot"]).NOT_NEEDED
+    return dict(changed=False, results=[], not_needed=True, msg=msg, decided_on_controller=True)
 
 
 def plain(value):
