@@ -1,6 +1,7 @@
 """rackforge filters for the model share (roles/model_storage): the NFS options checked against
 what the kernel's client accepts, the mount point's rules, and the systemd .mount unit with the
-name systemd gives it, and the PersistentVolume and claim of the share. The decisions live in module_utils/rackforge/model_storage.py (unit
+name systemd gives it, the PersistentVolume and claim of the share, and the local cache's disk
+patterns and mount unit. The decisions live in module_utils/rackforge/model_storage.py (unit
 tested); these pass data in and out."""
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ _SPEC = importlib.util.spec_from_file_location(
 controller = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(controller)
 MS = controller.load(("model_storage",))
+MC = controller.load(("model_cache",))
 
 
 def nfs_option_problems(options):
@@ -25,10 +27,24 @@ def nfs_option_problems(options):
     return MS.nfs_option_problems(controller.plain(list(options)))
 
 
-def mount_point_problems(path):
-    """[why] the path cannot be the share's mount point; [] when it can."""
-    why = MS.mount_point_problem(controller.plain(path))
+def mount_point_problems(path, other=None):
+    """[why] the path cannot be a mount point (nor be, hold or sit under `other`); [] when it can."""
+    why = MS.mount_point_problem(controller.plain(path), controller.plain(other) if other else None)
     return [why] if why else []
+
+
+def cache_pattern_problems(patterns):
+    """[why] the cache's disk patterns are malformed; [] when they are sound."""
+    return MC.pattern_problems(controller.plain(patterns))
+
+
+def model_cache_unit(where, name="rackforge_cache"):
+    """{"name": <escaped>.mount, "content": the unit's text} of the cache's xfs at `where`."""
+    try:
+        unit = MS.systemd_escape_path(controller.plain(where)) + ".mount"
+    except ValueError as exc:
+        raise AnsibleFilterError(str(exc)) from exc
+    return {"name": unit, "content": MC.cache_mount_unit("/dev/md/%s" % name, str(where), ["noatime"])}
 
 
 def model_share_unit(where, server, export, options, timeout_s):
@@ -56,6 +72,8 @@ class FilterModule:
         return {
             "nfs_option_problems": nfs_option_problems,
             "mount_point_problems": mount_point_problems,
+            "cache_pattern_problems": cache_pattern_problems,
+            "model_cache_unit": model_cache_unit,
             "model_share_unit": model_share_unit,
             "model_share_volumes": model_share_volumes,
         }

@@ -9,8 +9,9 @@ description:
     the NVSwitch fabric (as M(nvlink_health), when the driver is loaded), the RDMA ports (as M(rdma_health), when
     the hardware profile has RDMA NICs), the GPUDirect RDMA prerequisites (as M(gpudirect_rdma) in its read-only
     check state, when the profile names a method), the model share (O(model_share): mounted, and answering a stat
-    within O(model_share_timeout_s) in a child process, so a hung NFS server cannot hang the check) and the node's
-    last fabric acceptance, and returns every finding as one verdict.
+    within O(model_share_timeout_s) in a child process, so a hung NFS server cannot hang the check), the local
+    model cache (O(model_cache): its md array active with every member present, mounted, free space) and the
+    node's last fabric acceptance, and returns every finding as one verdict.
   - Writes what the verdict needs kept, and only that, in one step; check mode and --diff show it without writing
     the state and textfile directories (made where missing, 0755 root), the counter baseline
     (C(<state_dir>/health-baseline.json); written the first time the driver answers, or again with
@@ -58,6 +59,17 @@ options:
     description: Seconds the model share has to answer before it is a finding (model_share_hung).
     type: float
     default: 10
+  model_cache:
+    description: The local model cache's mount point (model_storage); omit to skip.
+    type: path
+  model_cache_device:
+    description: The cache's md array (module_utils/rackforge/cache_check.py says what is checked).
+    type: str
+    default: /dev/md/rackforge_cache
+  model_cache_min_free_gb:
+    description: Free space (GB) below which the cache is a finding (model_cache_full); 0 skips it.
+    type: float
+    default: 0
   reset_baseline:
     description: Keep the counters and the kernel log position now as the new baseline (acknowledges what was reported).
     type: bool
@@ -102,6 +114,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.rackforge.cache_check import check_cache
 from ansible.module_utils.rackforge.filestage import missing_dirs, read_bytes
 from ansible.module_utils.rackforge.gpu_info import ARGS as GPU_ARGS
 from ansible.module_utils.rackforge.gpu_info import gpu_info
@@ -203,7 +216,8 @@ def run_checks(module, p, baseline):
             ),
         )
     share = check_share(p["model_share"], p["model_share_timeout_s"]) if p["model_share"] else {}
-    return {"gpu": gpu, "nvlink": nvlink, "rdma": rdma, "gpudirect": gpudirect, "share": share}
+    cache = check_cache(p["model_cache"], p["model_cache_device"], p["model_cache_min_free_gb"], 10) if p["model_cache"] else {}
+    return {"gpu": gpu, "nvlink": nvlink, "rdma": rdma, "gpudirect": gpudirect, "share": share, "cache": cache}
 
 
 def write(module, dest, text, writes, diff):
@@ -247,6 +261,9 @@ def main():
             "cdi_spec": {"type": "path"},
             "model_share": {"type": "path"},
             "model_share_timeout_s": {"type": "float", "default": 10},
+            "model_cache": {"type": "path"},
+            "model_cache_device": {"type": "str", "default": "/dev/md/rackforge_cache"},
+            "model_cache_min_free_gb": {"type": "float", "default": 0},
             "reset_baseline": {"type": "bool", "default": False},
             "acceptance": {"type": "bool", "default": True},
             "verdict": {"type": "dict"},
@@ -263,7 +280,7 @@ def main():
     r = run_checks(module, p, baseline)
     gpu, nvlink, rdma, gpudirect = r["gpu"], r["nvlink"], r["rdma"], r["gpudirect"]
     findings = gpu["findings"] + nvlink.get("findings", []) + rdma.get("findings", []) + gpudirect.get("findings", [])
-    findings += r["share"].get("findings", [])
+    findings += r["share"].get("findings", []) + r["cache"].get("findings", [])
     if p["acceptance"]:
         findings += acceptance.get("findings") or []
     health = {
@@ -275,6 +292,7 @@ def main():
         "fabric": nvlink.get("fabric", []),
         "ports": rdma.get("ports", []),
         "share": r["share"].get("share"),
+        "cache": r["cache"].get("cache"),
     }
     writes, diff = [], []
     # the counters of the first run the driver answers are the baseline later runs compare with

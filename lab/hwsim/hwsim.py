@@ -51,6 +51,11 @@ TOOLS = {
     "all_reduce_perf": ("hwsimlib.gpu_bench_sim", "all_reduce_perf"),
     "nvidia-ctk": ("hwsimlib.ctk_sim", "nvidia_ctk"),
     "mount.nfs": ("hwsimlib.nfs_client", "mount_nfs"),
+    "lsblk": ("hwsimlib.block_sim", "lsblk"),
+    "mdadm": ("hwsimlib.block_sim", "mdadm"),
+    "wipefs": ("hwsimlib.block_sim", "wipefs"),
+    "mkfs.xfs": ("hwsimlib.block_sim", "mkfs_xfs"),
+    "mount.xfs": ("hwsimlib.block_sim", "mount_xfs"),
     "hwsim": ("hwsimlib.admin", "admin"),
 }
 # the lab NVML (lab/nvml) runs these for every nvidia-smi call: only the NVML module is loaded

@@ -42,6 +42,7 @@ def hardware_expectations(prof):
     g = prof["gpu"]
     rdma = [n for n in prof["nics"] if n["role"] == "rdma"]
     mgmt = [n["netdev"] for n in prof["nics"] if n["role"] == "management"]
+    data_nvme = [d for d in prof.get("nvme", []) if not d.get("boot")]
     return {
         "gpu_count": g["count"],
         "gpu_pci_ids": ["%s:%s" % (g["pci_vendor"][2:], g["pci_device"][2:])],
@@ -56,6 +57,9 @@ def hardware_expectations(prof):
         "management_interfaces": mgmt,
         # GPUs and NICs behind shared PCIe switches, over Debian's inbox RDMA stack: dma-buf
         "gpudirect_rdma": "dmabuf" if prof.get("pcie", {}).get("switches") else "none",
+        # the local model cache's disks: the data NVMe by model (the boot disk is not one of them)
+        "cache_devices": [{"model": m} for m in sorted({d["model"] for d in data_nvme})],
+        "cache_device_count": len(data_nvme),
     }
 
 

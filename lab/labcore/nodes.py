@@ -50,6 +50,9 @@ from labcore.containers import (
 NIC_TOOLS = ("ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod")
 # the fabric acceptance's benchmarks (simulated: no RDMA device or GPU runs them here)
 BENCH_TOOLS = ("ib_write_bw", "ib_write_lat", "nvbandwidth", "all_reduce_perf")
+# the NVMe disks and md arrays (hwsimlib/block_sim.py; SIMULATED: a container sees no block device),
+# ahead of util-linux's lsblk and wipefs and of mdadm's and xfsprogs' binaries on PATH
+BLOCK_TOOLS = ("lsblk", "mdadm", "wipefs", "mkfs.xfs")
 # the sysfs redirect library in a node (hwsimlib/nic.py NODE_LIBRARY names the same path)
 REDIRECT_LIB = "/usr/lib/hwsim/libhwsim_sysfs.so"
 
@@ -211,7 +214,7 @@ def install_hwsim(name, index, profile_name):
     install_sysfs_redirect(name)
     prof = os.path.join(HERE, "hwsim", "profiles", profile_name + ".json")
     podman("cp", prof, "%s:/tmp/profile.json" % name)
-    links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS + BENCH_TOOLS)
+    links = " ".join("ln -sf /usr/local/sbin/hwsim /usr/local/sbin/%s;" % t for t in NIC_TOOLS + BENCH_TOOLS + BLOCK_TOOLS)
     netdevs = netdevs_script(json.load(open(prof)), index)
     script = f"""set -e
 cat > /usr/local/sbin/rackforge-lab-netdevs <<'SCRIPT'
@@ -224,6 +227,8 @@ cat > /etc/systemd/system/rackforge-lab-netdevs.service <<'UNIT'
 # installs its own (kept as /sbin/mount.nfs.distrib)
 dpkg-divert --quiet --local --rename --divert /sbin/mount.nfs.distrib --add /sbin/mount.nfs
 ln -sf /usr/local/sbin/hwsim /sbin/mount.nfs
+# mount(8) runs /sbin/mount.xfs for the cache's xfs (xfsprogs ships none): hwsim's mounts a tmpfs
+ln -sf /usr/local/sbin/hwsim /sbin/mount.xfs
 cat > /etc/systemd/system/hwsim-boot.service <<'UNIT'
 {HWSIM_BOOT_UNIT}UNIT
 systemctl daemon-reload

@@ -37,6 +37,19 @@ DISTRO_PACKAGES = (
     "keyutils",
     "libnfsidmap1",
     "libevent-core-2.1-7",
+    # model_storage's local cache: the real mdadm and xfsprogs packages (their binaries are shadowed
+    # by hwsim's on the lab's PATH: a container cannot assemble or format a block device) and what
+    # they need beyond the lab image
+    "mdadm",
+    "xfsprogs",
+    "libinih1",
+    "liburcu8",
+    "libdevmapper1.02.1",
+    "dmsetup",
+    "libedit2",
+    "libicu72",
+    "libbsd0",
+    "libmd0",
     # container_runtime: the real containerd and runc; python3-yaml for the Kubernetes stand-ins
     "containerd",
     "runc",

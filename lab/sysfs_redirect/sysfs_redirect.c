@@ -6,6 +6,7 @@
  *
  *     /sys/class/infiniband[/...]      ->  $HWSIM_SYSFS/class/infiniband[/...]
  *     /sys/class/infiniband_mad[/...]  ->  $HWSIM_SYSFS/class/infiniband_mad[/...]
+ *     /proc/mdstat                     ->  /run/hwsim/mdstat (hwsim's md arrays: hwsimlib/block_sim.py)
  *
  * $HWSIM_SYSFS defaults to /var/lib/hwsim/sys (the simulator's default). Every other path is
  * passed through untouched. The redirected view is read-only: calls that would change it fail
@@ -53,6 +54,7 @@
 #include "sysfs_redirect.h"
 
 #define DEFAULT_ROOT "/var/lib/hwsim/sys"
+#define MDSTAT_PATH "/run/hwsim/mdstat"
 
 static char sim_root[PATH_MAX];
 static size_t sim_root_len;
@@ -103,8 +105,8 @@ const char *redirect(const char *path, char *buf, int *hit)
 	*hit = 0;
 	if (!path || path[0] != '/')
 		return path;
-	/* cheap reject: every redirected path contains "/class/infiniband" */
-	if (!strstr(path, "infiniband"))
+	/* cheap reject: every redirected path contains "/class/infiniband" or is /proc/mdstat */
+	if (!strstr(path, "infiniband") && !strstr(path, "mdstat"))
 		return path;
 	while (*p) {
 		if (*p == '/') {
@@ -122,6 +124,12 @@ const char *redirect(const char *path, char *buf, int *hit)
 	if (n > 1 && norm[n - 1] == '/')
 		n--;
 	norm[n] = '\0';
+	if (strcmp(norm, "/proc/mdstat") == 0) {
+		/* the simulated kernel's md arrays (a container's /proc is the host kernel's) */
+		memcpy(buf, MDSTAT_PATH, sizeof(MDSTAT_PATH));
+		*hit = 1;
+		return buf;
+	}
 	if (!in_subtree(norm, "/sys/class/infiniband") && !in_subtree(norm, "/sys/class/infiniband_mad"))
 		return path;
 	if (!__atomic_load_n(&sim_root_len, __ATOMIC_ACQUIRE))

@@ -77,4 +77,14 @@ def textfile(health):
             "1 when the model share is mounted and answered a stat within its timeout (no model_share finding).",
             [(where, int(bool(share["up"])))],
         )
+    cache = health.get("cache")
+    # only where a local cache is configured; its free space is left out for the same reason
+    # (node_exporter's filesystem collector has it)
+    if cache:
+        _gauge(
+            lines,
+            "rackforge_model_cache_up",
+            "1 when the local model cache's array is active with every member, mounted and above its free-space floor.",
+            [([("path", cache["path"])], int(bool(cache["up"])))],
+        )
     return HEADER + "\n".join(lines) + "\n"

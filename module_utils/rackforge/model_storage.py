@@ -1,5 +1,5 @@
 """Pure decisions of model storage on GPU nodes (no I/O): the NFS mount's options and unit, and
-which NVMe namespaces the local cache may use.
+the Kubernetes volumes of the share and the node cache.
 
 roles/model_storage uses it (filter_plugins/storage.py); held to the real tools and sources named below.
 
@@ -7,8 +7,9 @@ Public API:
 
 - systemd_escape_path(path) -> str: the unit name stem of a mount point, as `systemd-escape
   --path` prints it (/models -> "models", /srv/model-cache -> "srv-model\\x2dcache").
-- mount_point_problem(path) -> str | None: why `path` cannot be the share's mount point (not
-  absolute, ".."/"." parts, whitespace, "/" itself, or at or under a directory the system owns).
+- mount_point_problem(path, other=None) -> str | None: why `path` cannot be a mount point (not
+  absolute, ".."/"." parts, whitespace, "/" itself, at or under a directory the system owns, or
+  at, above or under `other`).
 - nfs_option_problems(options) -> [str]: why the kernel's NFS client (fs/nfs/fs_context.c,
   nfs_fs_parameters) or mount(8)/systemd would refuse or mis-read these options; [] when none.
 - nfs_mount_unit(server, export, where, options, timeout_s) -> str: the systemd .mount unit.
@@ -16,22 +17,10 @@ Public API:
   PersistentVolume (ReadOnlyMany, Retain, pre-bound to its claim) and its PersistentVolumeClaim,
   and, for a node cache, a no-provisioner StorageClass and one local PersistentVolume per node
   (required node affinity on kubernetes.io/hostname).
-- parse_lsblk(text) -> [dict]: `lsblk -J -b -o NAME,TYPE,MODEL,SERIAL,SIZE,FSTYPE,PTTYPE,MOUNTPOINTS`
-  (util-linux 2.38, Debian 12) flattened: {name, type, model, serial, size, fstype, pttype,
-  mountpoints, parent}.
-- select_cache_devices(devices, patterns, wipe_ok=False, ours=()) -> {"selected", "problems"}:
-  the whole NVMe disks whose model and serial match a pattern ({"model": glob, "serial": glob}),
-  in serial order (a stable identity: /dev/nvmeXn1 numbers change between boots); a disk that
-  holds the root filesystem, anything mounted, a partition table or a filesystem rackforge did
-  not make (ours: the md array's member signature) is a problem, unless wipe_ok allows the last
-  two. It chooses disks for a new array: a cache array already assembled (and mounted) is to be
-  recognised from /proc/mdstat (mdstat.py) before this is asked.
+- The local NVMe cache's disks and array: model_cache.py.
 """
 
 from __future__ import annotations
-
-import fnmatch
-import json
 
 # fs/nfs/fs_context.c nfs_fs_parameters (Linux 6.1, Debian 12's kernel): name -> kind.
 # "flag": no value; "flag_no": no value, "no" prefix allowed; "u32"; "string"; "enum" (values below).
@@ -142,8 +131,19 @@ _SYSTEM_DIRS = tuple("/bin /boot /dev /etc /lib /lib32 /lib64 /libx32 /proc /roo
 _SYSTEM_DIRS += ("/var/lib", "/var/log", "/var/tmp", "/var/cache/apt")
 
 
-def mount_point_problem(path):
-    """None when `path` may be the share's mount point, else why not."""
+def mount_point_problem(path, other=None):
+    """None when `path` may be a mount point (the share's, the cache's), else why not; other: a
+    mount point it must neither be nor nest with."""
+    why = _mount_point_problem(path)
+    if why or not other or _mount_point_problem(other):
+        return why
+    a, b = ["/" + "/".join(p for p in x.split("/") if p) for x in (path, other)]
+    if a == b or a.startswith(b + "/") or b.startswith(a + "/"):
+        return "must not be %s, nor above or under it (the other mount point)" % b
+    return None
+
+
+def _mount_point_problem(path):
     if not isinstance(path, str) or not path.startswith("/"):
         return "must be an absolute path"
     parts = [p for p in path.split("/") if p]
@@ -323,78 +323,3 @@ def volume_objects(name, namespace, server, export, capacity_gi, options, cache_
                 }
             )
     return out
-
-
-def parse_lsblk(text):
-    """`lsblk -J -b -o NAME,TYPE,MODEL,SERIAL,SIZE,FSTYPE,PTTYPE,MOUNTPOINTS` -> flat list, each
-    child with its parent's name; ValueError when the text is not that JSON."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise ValueError("lsblk printed no JSON: %s" % exc) from None
-    if not isinstance(data, dict) or not isinstance(data.get("blockdevices"), list):
-        raise ValueError("lsblk JSON has no blockdevices list")
-    out = []
-
-    def walk(node, parent):
-        if not isinstance(node, dict) or "name" not in node or "type" not in node:
-            raise ValueError("lsblk entry without name or type: %r" % (node,))
-        mounts = node.get("mountpoints", [node.get("mountpoint")])
-        out.append(
-            {
-                "name": node["name"],
-                "type": node["type"],
-                "model": (node.get("model") or "").strip() or None,
-                "serial": (node.get("serial") or "").strip() or None,
-                "size": int(node.get("size") or 0),
-                "fstype": node.get("fstype"),
-                "pttype": node.get("pttype"),
-                "mountpoints": [m for m in mounts or [] if m],
-                "parent": parent,
-            }
-        )
-        for child in node.get("children") or []:
-            walk(child, node["name"])
-
-    for node in data["blockdevices"]:
-        walk(node, None)
-    return out
-
-
-def _descendants(devices, name):
-    kids = [d for d in devices if d["parent"] == name]
-    return kids + [k for kid in kids for k in _descendants(devices, kid["name"])]
-
-
-def select_cache_devices(devices, patterns, wipe_ok=False, ours=()):
-    """The cache's disks (see the module docstring): {"selected": [device], "problems": [why]}."""
-    selected, problems = [], []
-    for dev in devices:
-        if dev["type"] != "disk" or not dev["name"].startswith("nvme"):
-            continue
-        if not any(
-            fnmatch.fnmatchcase(dev["model"] or "", p.get("model") or "*")
-            and fnmatch.fnmatchcase(dev["serial"] or "", p.get("serial") or "*")
-            for p in patterns
-        ):
-            continue
-        below = _descendants(devices, dev["name"])
-        mounts = dev["mountpoints"] + [m for d in below for m in d["mountpoints"]]
-        label = "%s (model %s, serial %s)" % (dev["name"], dev["model"], dev["serial"])
-        if "/" in mounts:
-            problems.append("%s holds the root filesystem: never a cache device" % label)
-            continue
-        if mounts:
-            problems.append("%s is in use (mounted at %s)" % (label, ", ".join(sorted(mounts))))
-            continue
-        signature = dev["pttype"] or dev["fstype"]
-        if signature and dev["fstype"] not in ours and not wipe_ok:
-            problems.append(
-                "%s holds a %s that rackforge did not make; set model_storage_wipe_ok: true to let it be erased"
-                % (label, "partition table (%s)" % dev["pttype"] if dev["pttype"] else "filesystem (%s)" % dev["fstype"])
-            )
-            continue
-        selected.append(dev)
-    if not selected and not problems:
-        problems.append("no NVMe disk matches the patterns %s" % json.dumps(patterns, sort_keys=True))
-    return {"selected": sorted(selected, key=lambda d: (d["serial"] or "", d["name"])), "problems": problems}

@@ -92,6 +92,16 @@ REMEDIES = {
     "(systemd-escape --path --suffix=mount <mount point>) say why; rerun playbooks/storage.yml (role model_storage).",
     "model_share_not_run": "The share's probe failed (its evidence has the output): check that python3 runs on the node "
     "and that the mount point is readable by root.",
+    # the local model cache (roles/model_storage; module_utils/rackforge/cache_check.py)
+    "model_cache_array": "The cache's RAID0 is not serving (cat /proc/mdstat, mdadm --detail /dev/md/rackforge_cache, "
+    "lsblk): a member disk is gone or failed. RAID0 keeps no copy: replace the disk, stop the array, wipe its members and "
+    "rerun playbooks/storage.yml (model_storage_wipe_ok) to make it anew; the models are copied from the share again.",
+    "model_cache_not_mounted": "The cache's filesystem is not mounted: systemctl status and journalctl -u of its .mount unit "
+    "say why; rerun playbooks/storage.yml (role model_storage).",
+    "model_cache_full": "The cache has less free space than health_checks_model_cache_min_free_gb: remove models no "
+    "longer served (du -sh <cache>/*), or add disks to the hardware profile's cache.",
+    "model_cache_not_run": "The cache's check could not run (its evidence has the error): check that /proc/mdstat is "
+    "readable and python3 runs on the node.",
     # fabric acceptance (playbooks/fabric_acceptance.yml)
     "acceptance_incomplete": "The last fabric acceptance started on this node but did not finish (its job was killed, or the "
     "node became unreachable): read that run's output, fix the cause and rerun playbooks/fabric_acceptance.yml.",

@@ -58,9 +58,11 @@ class Sim:
             HWSIM_MODULES_LOAD_D=str(self.tmp / "etc" / "modules-load.d"),
             PATH="%s:%s" % (self.bin, os.environ["PATH"]),
             HWSIM_BIN=str(self.bin / "hwsim"),
+            HWSIM_DEV=str(self.tmp / "dev"),
         )
         tools = ("ibv_devinfo", "rdma", "mlnx_qos", "ethtool", "show_gids", "modinfo", "modprobe", "lsmod", "hwsim")
         tools += ("ib_write_bw", "ib_write_lat", "nvbandwidth", "all_reduce_perf")
+        tools += ("lsblk", "mdadm", "wipefs", "mkfs.xfs")  # block_sim.py (mount.xfs needs a mount namespace)
         for tool in tools:
             link = self.bin / tool
             link.write_text('#!/bin/sh\nexec %s %s %s "$@"\n' % (sys.executable, HWSIM, tool))

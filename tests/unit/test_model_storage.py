@@ -1,6 +1,6 @@
 """model_storage.py: the groundwork of the model_storage role (issue 23), held to the real tools
-here (systemd-escape, systemd-analyze, lsblk 2.38.1's JSON in tests/fixtures/captured) and to the
-kernel's NFS option table (fs/nfs/fs_context.c)."""
+here (systemd-escape, systemd-analyze) and to the
+kernel's NFS option table (fs/nfs/fs_context.c). The local cache's decisions: test_model_cache.py."""
 
 from __future__ import annotations
 
@@ -89,79 +89,6 @@ def test_the_mount_unit_is_one_systemd_accepts(tmp_path):
         wrong.write_text(text)
         res = subprocess.run(["systemd-analyze", "verify", "--man=no", str(wrong)], capture_output=True, text=True, check=False)
         assert res.returncode != 0 and "doesn't match unit name" in res.stderr, res.stderr
-
-
-def real_lsblk():
-    return (CAPTURED / "lsblk-J-debian12-vm.txt").read_text()
-
-
-def with_nvme(extra):
-    """The real capture (lsblk 2.38.1 on a VM, no NVMe) with NVMe entries added in its layout."""
-    data = json.loads(real_lsblk())
-    data["blockdevices"] += extra
-    return json.dumps(data)
-
-
-def nvme(name, serial, model="SAMSUNG MZWLO3T8HCLS-00A07", fstype=None, pttype=None, mounts=(None,), children=None):
-    entry = {"name": name, "type": "disk", "model": model, "serial": serial, "size": 3840755982336, "fstype": fstype, "pttype": pttype}
-    entry["mountpoints"] = list(mounts)
-    if children:
-        entry["children"] = children
-    return entry
-
-
-def test_parse_lsblk_reads_the_real_capture():
-    devices = M.parse_lsblk(real_lsblk())
-    vda = next(d for d in devices if d["name"] == "vda")
-    assert vda == {
-        "name": "vda",
-        "type": "disk",
-        "model": None,
-        "serial": None,
-        "size": 274877906944,
-        "fstype": None,
-        "pttype": None,
-        "mountpoints": ["/run/netns", "/"],
-        "parent": None,
-    }
-    for bad in ("", "{}", '{"blockdevices": [{"name": "x"}]}'):
-        with pytest.raises(ValueError):
-            M.parse_lsblk(bad)
-
-
-def test_cache_devices_by_model_and_serial_in_serial_order_never_the_root_disk():
-    root_part = {"name": "nvme9n1p2", "type": "part", "model": None, "serial": None, "size": 1, "fstype": "ext4", "pttype": None}
-    root_part["mountpoints"] = ["/"]
-    text = with_nvme(
-        [
-            nvme("nvme1n1", "S6CKNA0W200002"),
-            nvme("nvme0n1", "S6CKNA0W200001"),
-            nvme("nvme2n1", "PHAB1234", model="INTEL SSDPF2KX038TZ"),
-            nvme("nvme9n1", "S6CKNA0W200009", pttype="gpt", children=[root_part]),
-        ]
-    )
-    got = M.select_cache_devices(M.parse_lsblk(text), [{"model": "SAMSUNG MZWLO3T8*"}])
-    assert [d["name"] for d in got["selected"]] == ["nvme0n1", "nvme1n1"]  # by serial, not by the kernel's numbering
-    assert got["problems"] == [
-        "nvme9n1 (model SAMSUNG MZWLO3T8HCLS-00A07, serial S6CKNA0W200009) holds the root filesystem: never a cache device"
-    ]
-    assert M.select_cache_devices(M.parse_lsblk(text), [{"serial": "PHAB*"}])["selected"][0]["name"] == "nvme2n1"
-    none = M.select_cache_devices(M.parse_lsblk(text), [{"model": "Micron*"}])
-    assert none["selected"] == [] and "no NVMe disk matches" in none["problems"][0]
-
-
-def test_a_disk_rackforge_did_not_make_is_left_alone_unless_wipe_is_allowed():
-    text = with_nvme(
-        [nvme("nvme0n1", "S1", fstype="xfs"), nvme("nvme1n1", "S2", pttype="gpt"), nvme("nvme2n1", "S3", fstype="linux_raid_member")]
-    )
-    devices = M.parse_lsblk(text)
-    got = M.select_cache_devices(devices, [{"model": "SAMSUNG*"}], ours=("linux_raid_member",))
-    assert [d["name"] for d in got["selected"]] == ["nvme2n1"]
-    assert any("filesystem (xfs)" in p and "model_storage_wipe_ok" in p for p in got["problems"])
-    assert any("partition table (gpt)" in p for p in got["problems"])
-    assert len(M.select_cache_devices(devices, [{"model": "SAMSUNG*"}], wipe_ok=True)["selected"]) == 3
-    mounted = M.parse_lsblk(with_nvme([nvme("nvme0n1", "S1", fstype="xfs", mounts=["/scratch"])]))
-    assert "in use (mounted at /scratch)" in M.select_cache_devices(mounted, [{"model": "*"}], wipe_ok=True)["problems"][0]
 
 
 def test_the_volumes_are_valid_kubernetes_objects_and_the_claim_is_bound_to_the_share():

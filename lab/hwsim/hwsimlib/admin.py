@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 
+from hwsimlib import block_sim
 from hwsimlib.kernel import boot_modules, driver_loaded, kmsg_boot, kmsg_xid
 from hwsimlib.nvml import nvml_set, nvml_state
 from hwsimlib.state import (
@@ -65,6 +66,7 @@ def admin(args):
         if version:
             save_json(os.path.join(RUN, "driver.json"), {"version": version})
         render_sysfs()
+        block_sim.boot()
         boot_modules()
         kmsg_boot(version)
         return 0
@@ -116,6 +118,7 @@ def admin(args):
             return 0
         save_json(os.path.join(VARLIB, "node.json"), data)
         render_sysfs_keep_runtime()
+        block_sim.render()
         return 0
     if cmd == "state":
         sys.stdout.write(

@@ -45,6 +45,7 @@ FAULTS = {
     "nfs_server_down": "the model share's NFS server refuses connections (mount.nfs, nfs_client.py)",
     "nfs_server_hung": "the model share's NFS server accepts and never answers: a mount hangs",
     "nfs_export_missing": "the NFS server has no such export (mount.nfs: ENOENT from the server)",
+    "nvme_missing": "the NVMe disk with <serial> is gone (lsblk; a raid0 over it is broken: block_sim.py)",
 }
 
 
