@@ -71,6 +71,23 @@ ExecStart=/usr/local/sbin/hwsim boot
 WantedBy=sysinit.target
 """
 
+# udev assembles md arrays as their members appear, before the local filesystems mount (SIMULATED:
+# hwsim's disks and arrays, block_sim.py; the container's /dev and /run are new at every boot)
+BLOCK_BOOT_UNIT = """[Unit]
+Description=rackforge lab: assemble the simulated md arrays before the local filesystems (SIMULATION of udev's assembly)
+DefaultDependencies=no
+Wants=local-fs-pre.target
+Before=local-fs-pre.target local-fs.target
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/sbin/hwsim block-boot
+
+[Install]
+WantedBy=sysinit.target
+"""
+
 NETDEVS_UNIT = """[Unit]
 Description=rackforge lab: the RDMA NICs' netdevs with their RoCE addresses (SIMULATION: veth links)
 DefaultDependencies=no
@@ -231,8 +248,10 @@ ln -sf /usr/local/sbin/hwsim /sbin/mount.nfs
 ln -sf /usr/local/sbin/hwsim /sbin/mount.xfs
 cat > /etc/systemd/system/hwsim-boot.service <<'UNIT'
 {HWSIM_BOOT_UNIT}UNIT
+cat > /etc/systemd/system/rackforge-lab-block.service <<'UNIT'
+{BLOCK_BOOT_UNIT}UNIT
 systemctl daemon-reload
-systemctl enable -q hwsim-boot.service
+systemctl enable -q hwsim-boot.service rackforge-lab-block.service
 systemctl enable -q --now rackforge-lab-netdevs.service
 /usr/local/sbin/hwsim init /tmp/profile.json --seed {name} --index {index}
 rm -f /tmp/profile.json

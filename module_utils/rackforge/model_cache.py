@@ -94,17 +94,25 @@ def matching_disks(devices, patterns):
     return sorted(found, key=lambda d: (d["serial"] or "", d["name"]))
 
 
+def _in_use(devices, dev):
+    """Why a disk can never be a cache disk (the root filesystem or another mount on it), or None."""
+    below = _descendants(devices, dev["name"])
+    mounts = dev["mountpoints"] + [m for d in below for m in d["mountpoints"]]
+    if "/" in mounts:
+        return "%s holds the root filesystem: never a cache device" % _label(dev)
+    if mounts:
+        return "%s is in use (mounted at %s)" % (_label(dev), ", ".join(sorted(set(mounts))))
+    return None
+
+
 def select_cache_devices(devices, patterns, wipe_ok=False, ours=()):
     """The cache's disks for a new array (see the module docstring): {"selected", "problems"}."""
     selected, problems = [], []
     for dev in matching_disks(devices, patterns):
         below = _descendants(devices, dev["name"])
-        mounts = dev["mountpoints"] + [m for d in below for m in d["mountpoints"]]
-        if "/" in mounts:
-            problems.append("%s holds the root filesystem: never a cache device" % _label(dev))
-            continue
-        if mounts:
-            problems.append("%s is in use (mounted at %s)" % (_label(dev), ", ".join(sorted(set(mounts)))))
+        why = _in_use(devices, dev)
+        if why:
+            problems.append(why)
             continue
         arrays = sorted({d["name"] for d in below if d["type"].startswith(("raid", "linear"))})
         if arrays:
@@ -163,6 +171,7 @@ def plan(devices, arrays, md, patterns, count, wipe_ok):
                 % (md, array["state"] + (", degraded" if array["degraded"] else ""), ", ".join(members) or "none")
             )
         elif set(members) != set(want):
+            problems += [why for why in (_in_use(devices, d) for d in matched if d["name"] not in members) if why]
             problems.append(
                 "the cache array %s is made of %s, but model_storage_cache_devices match %s%s: to rebuild it, stop it and wipe"
                 " its members" % (md, ", ".join(members), ", ".join(want) or "no disk", _found(devices))

@@ -43,6 +43,12 @@ CASES = [
     ("remove-cdi-spec", "CDI spec /var/run/cdi/nvidia.json is missing: no pod can be given a GPU through CDI"),
     # the model share gone (its unit stopped): pods would read the node's empty /models
     ("unmount-share", "model share /models is not mounted (a plain directory, nothing mounted)"),
+    # the local model cache: a member disk gone (SIMULATED, block_sim.py), its filesystem unmounted
+    (
+        ("nvme_missing", "serial=S64HNE0T500202"),
+        "model cache /var/cache/models: /dev/md/rackforge_cache (md127) has lost nvme2n1: the disk is gone",
+    ),
+    ("unmount-cache", "model cache /var/cache/models is not mounted (a plain directory, nothing mounted)"),
 ]
 CDI_SPEC = "/var/run/cdi/nvidia.json"
 REGENERATE = ["systemctl", "start", "rackforge-cdi-spec.service"]
@@ -58,6 +64,7 @@ ACTIONS = {
     "stale-cdi-spec": (["sed", "-i", "s/535[.]247[.]01/535.261.03/g", CDI_SPEC], REGENERATE),
     "remove-cdi-spec": (["rm", CDI_SPEC], REGENERATE),
     "unmount-share": (["systemctl", "stop", "models.mount"], ["systemctl", "start", "models.mount"]),
+    "unmount-cache": (["systemctl", "stop", "var-cache-models.mount"], ["systemctl", "start", "var-cache-models.mount"]),
 }
 
 

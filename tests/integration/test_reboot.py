@@ -46,6 +46,10 @@ def test_reboot_loses_qos_and_clocks_and_the_boot_units_restore_them(converged, 
     # the boot mounted the model share again (a mount does not outlive its boot): its unit is enabled
     assert on_node(node, "systemctl", "is-active", "models.mount", check=False).stdout.strip() == "active"
     assert on_node(node, "findmnt", "-n", "-o", "TARGET", "/models").stdout.strip() == "/models"
+    # and the local cache: the array assembled again before the local filesystems (udev's work,
+    # SIMULATED by the lab's block unit), its filesystem mounted by its unit
+    assert "md127 : active raid0" in on_node(node, "cat", "/proc/mdstat").stdout
+    assert on_node(node, "systemctl", "is-active", "var-cache-models.mount", check=False).stdout.strip() == "active"
     lab("exec", node, "systemctl", "enable", "--quiet", *UNITS, CDI_UNIT)
     lab("reboot", node)
     assert on_node(node, "cat", CDI_SPEC).stdout == spec  # written again by the oneshot, for this boot's driver

@@ -172,6 +172,23 @@ def test_a_running_array_is_kept_as_it_is_or_refused_with_nothing_done():
     # a member gone from the node (the 6.1 kernel still prints the broken RAID0 "active")
     lost = MC.plan(lsblk_with(nvme("nvme0n1", "S1", children=children)), healthy_arrays(), "md0", PATTERNS, 0, False)
     assert lost["steps"] == [] and "has lost nvme0n2" in lost["problems"][0]
+    # a pattern widened onto the boot disk names it first
+    root = {
+        "name": "nvme9n1p2",
+        "type": "part",
+        "model": None,
+        "serial": None,
+        "size": 1,
+        "fstype": "ext4",
+        "pttype": None,
+        "mountpoints": ["/"],
+    }
+    wide = lsblk_with(
+        *(nvme(n, s, children=children) for n, s in (("nvme0n1", "S1"), ("nvme0n2", "S2"))),
+        nvme("nvme9n1", "S9", pttype="gpt", children=[root]),
+    )
+    problems = MC.plan(wide, healthy_arrays(), "md0", PATTERNS, 0, True)["problems"]
+    assert "nvme9n1 (model SAMSUNG MZWLO3T8HCLS-00A07, serial S9) holds the root filesystem" in problems[0] and "is made of" in problems[1]
     # other disks than the patterns match
     other = lsblk_with(*(nvme(n, s, children=children) for n, s in (("nvme0n1", "S1"), ("nvme0n2", "S2"))), nvme("nvme3n1", "S3"))
     assert (
@@ -298,3 +315,21 @@ def test_health_of_the_cache_array_mount_and_free_space(tmp_path, monkeypatch, c
     sim.run("hwsim", "boot")
     gone = check_cache("/", "/dev/md/rackforge_cache", 0, 10, **where)["findings"][0]
     assert gone["check"] == "model_cache_array" and "not assembled" in gone["observed"]
+
+
+def test_the_simulated_mdstat_and_lsblk_have_the_real_layouts(tmp_path, monkeypatch, capsys):
+    """hwsim's /proc/mdstat of a 2-disk RAID0 is the real GCE capture's, line for line, but for the
+    names, sizes and chunk; its lsblk JSON has the real capture's keys and the disk rows' types."""
+    import re
+
+    sim = Sim(tmp_path, profile="pcie-a100-4gpu", driver=None)
+    assert run_module(sim, monkeypatch, capsys)["changed"]
+
+    def shape(text):
+        return re.sub(r"\d+", "N", re.sub(r"\bmd\d+|nvme\dn\d", "DEV", text))
+
+    assert shape((tmp_path / "run" / "mdstat").read_text()) == shape(fixture("mdstat", "gce-nvme-raid0-healthy"))
+    real = json.loads((CAPTURED / "lsblk-J-debian12-vm.txt").read_text())["blockdevices"][1]
+    ours = json.loads(sim.run("lsblk", "-J", "-b", "-o", "NAME,TYPE,MODEL,SERIAL,SIZE,FSTYPE,PTTYPE,MOUNTPOINTS"))["blockdevices"]
+    assert all(set(d) - {"children"} == set(real) for d in ours)
+    assert all(isinstance(d["size"], int) and isinstance(d["mountpoints"], list) for d in ours)

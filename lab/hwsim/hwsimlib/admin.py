@@ -33,6 +33,7 @@ def admin(args):
     usage = (
         "usage: hwsim init PROFILE.json [--seed S] [--index N]\n"
         "       hwsim boot            (what a reboot does: reset volatile state, load driver)\n"
+        "       hwsim block-boot      (assemble the md arrays whose disks are present: udev at boot)\n"
         "       hwsim fault add KIND key=value ... | fault clear | fault list\n"
         "       hwsim fabricmanager start|stop   (called by the simulated fabric manager unit)\n"
         "       hwsim state\n"
@@ -69,6 +70,9 @@ def admin(args):
         block_sim.boot()
         boot_modules()
         kmsg_boot(version)
+        return 0
+    if cmd == "block-boot":  # the md arrays only, before the local filesystems (the lab's block unit)
+        block_sim.boot()
         return 0
     if cmd == "load-driver":
         # the driver package's postinst: modprobe succeeds when no other version is loaded
