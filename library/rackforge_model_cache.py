@@ -136,9 +136,9 @@ def main():
                     node.run([node.tool("wipefs"), "-a", "/dev/" + name], "wipefs -a /dev/" + name)
                 node.done.append("wipe /dev/%s" % name)
         elif step == "create":
-            argv = [node.tool("mdadm"), "--create", device, "--run", "--level=0", "--raid-devices=%d" % len(disks)]
-            argv += ["--metadata=1.2", "--chunk=%d" % p["chunk_kb"], "--name=" + p["name"], *disks]
-            if not check:
+            if not check:  # (the tools are looked up only to run: a node checked before its first run has no mdadm yet)
+                argv = [node.tool("mdadm"), "--create", device, "--run", "--level=0", "--raid-devices=%d" % len(disks)]
+                argv += ["--metadata=1.2", "--chunk=%d" % p["chunk_kb"], "--name=" + p["name"], *disks]
                 node.run(argv, "mdadm --create")
             node.done.append("create %s (RAID0 over %s)" % (device, ", ".join(disks)))
         elif step == "assemble":
