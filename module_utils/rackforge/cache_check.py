@@ -24,19 +24,7 @@ import sys
 
 from ansible.module_utils.rackforge.health import finding, not_run
 from ansible.module_utils.rackforge.mdstat import ParseError, parse_mdstat
-from ansible.module_utils.rackforge.share_check import probe
-
-# prints {"exists", "mount", "free"} of the path (share_check's probe, with the free bytes)
-PROBE = (
-    "import json, os, sys\n"
-    "p = os.path.realpath(sys.argv[1])\n"
-    "if not os.path.isdir(p):\n"
-    "    print(json.dumps({'exists': False})); sys.exit(0)\n"
-    "with open('/proc/self/mountinfo') as fh:\n"
-    "    points = {line.split()[4].encode().decode('unicode_escape') for line in fh if len(line.split()) > 4}\n"
-    "st = os.statvfs(p)\n"
-    "print(json.dumps({'exists': True, 'mount': p in points or os.path.ismount(p), 'free': st.f_bavail * st.f_frsize}))\n"
-)
+from ansible.module_utils.rackforge.share_check import PROBE, probe
 
 
 def _array_problem(device, proc_mdstat, dev_root):

@@ -26,9 +26,10 @@ import time
 
 from ansible.module_utils.rackforge.health import finding, not_run
 
-# prints {"exists", "mount"} of the path: a mount point by the mount table (a bind mount of the
-# same filesystem has its parent's st_dev, so os.path.ismount alone misses it); the statvfs is
-# what a mounted NFS share must answer from its server (it blocks while the server is hung)
+# prints {"exists", "mount", "free"} of the path: a mount point by the mount table (a bind mount of
+# the same filesystem has its parent's st_dev, so os.path.ismount alone misses it); the statvfs is
+# what a mounted NFS share must answer from its server (it blocks while the server is hung), and
+# its free bytes (the local cache's check reads them: cache_check.py)
 PROBE = (
     "import json, os, sys\n"
     "p = os.path.realpath(sys.argv[1])\n"
@@ -36,8 +37,8 @@ PROBE = (
     "    print(json.dumps({'exists': False})); sys.exit(0)\n"
     "with open('/proc/self/mountinfo') as fh:\n"
     "    points = {line.split()[4].encode().decode('unicode_escape') for line in fh if len(line.split()) > 4}\n"
-    "os.statvfs(p)\n"
-    "print(json.dumps({'exists': True, 'mount': p in points or os.path.ismount(p)}))\n"
+    "st = os.statvfs(p)\n"
+    "print(json.dumps({'exists': True, 'mount': p in points or os.path.ismount(p), 'free': st.f_bavail * st.f_frsize}))\n"
 )
 
 
