@@ -9,8 +9,10 @@ tests/unit/test_hwsim_fidelity.py, which parses both with the same parsers). Cal
 with simulated numbers. Called as
 `modinfo`, `modprobe`, `lsmod` it simulates the node's kernel modules (a container cannot load
 real ones): the parameter lists are those of Debian 12's kernel (see KERNEL_MODULES). Called as
-`mount.nfs` it is the kernel's NFS client (hwsimlib/nfs_client.py). Called as
-`hwsim` it administers the simulated node: `init`, `boot`, `fault`, `state`.
+`mount.nfs` it is the kernel's NFS client (hwsimlib/nfs_client.py). Called as `lsblk`, `mdadm`,
+`wipefs`, `mkfs.xfs` and `mount.xfs` it is the node's NVMe disks, md arrays and xfs
+(hwsimlib/block_sim.py, which also writes the /proc/mdstat the preload library shows). Called as
+`hwsim` it administers the simulated node: `init`, `boot`, `block-boot`, `fault`, `state`.
 
 nvidia-smi is not simulated here: the lab runs the REAL nvidia-smi binary over the lab NVML
 library (lab/nvml/, libnvidia-ml.so.1), which asks this program for the GPUs with
@@ -19,6 +21,7 @@ library (lab/nvml/, libnvidia-ml.so.1), which asks this program for the GPUs wit
 State:
   /etc/hwsim/profile.json     the node's hardware profile (data, lab/hwsim/profiles/)
   /var/lib/hwsim/node.json    persistent: faults, seed (survives a reboot)
+  /var/lib/hwsim/block.json   persistent: the disks' signatures, md arrays and filesystems
   /run/hwsim/*.json           volatile: GPU clocks/power/persistence, NIC QoS, loaded driver
                               (/run is a tmpfs: a container restart is a simulated reboot)
   $HWSIM_SYSFS (default /var/lib/hwsim/sys)   the simulated sysfs tree, re-rendered at boot

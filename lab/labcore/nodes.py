@@ -213,8 +213,8 @@ def sysfs_redirect_library():
 
 
 def install_sysfs_redirect(name):
-    """Show the node's simulated tree at /sys/class/infiniband[_mad] to every (dynamically linked)
-    program, read-only: the library goes in first (a rename, never a half-written file), then
+    """Show the node's simulated tree at /sys/class/infiniband[_mad] (and hwsim's /proc/mdstat) to
+    every (dynamically linked) program, read-only: the library goes in first (a rename, never a half-written file), then
     into /etc/ld.so.preload, which the dynamic loader reads for each program it starts."""
     podman("cp", sysfs_redirect_library(), "%s:%s.new" % (name, REDIRECT_LIB))
     script = f"""set -e
