@@ -18,13 +18,11 @@ Public API:
 
 from __future__ import annotations
 
-import json
 import os
-import sys
 
 from ansible.module_utils.rackforge.health import finding, not_run
 from ansible.module_utils.rackforge.mdstat import ParseError, parse_mdstat
-from ansible.module_utils.rackforge.share_check import PROBE, probe
+from ansible.module_utils.rackforge.share_check import probe, read_probe
 
 
 def _array_problem(device, proc_mdstat, dev_root):
@@ -58,14 +56,9 @@ def check_cache(where, device, min_free_gb, timeout_s, proc_mdstat="/proc/mdstat
         findings.append(not_run("model_cache", component, "%s could not be read" % proc_mdstat, {"error": evidence}))
     elif why:
         findings.append(finding("model_cache_array", component, "an active array, every member present", why, "%s: %s" % (component, why)))
-    result = probe(where, timeout_s, argv or [sys.executable, "-c", PROBE, where])
-    seen = None
-    if result["answered"] and result["rc"] == 0:
-        try:
-            seen = json.loads(result["stdout"])
-        except ValueError:
-            seen = None
-    if not result["answered"]:
+    result = probe(where, timeout_s, argv)
+    state, detail = read_probe(result)
+    if state == "hung":
         findings.append(
             finding(
                 "model_cache_not_mounted",
@@ -75,23 +68,20 @@ def check_cache(where, device, min_free_gb, timeout_s, proc_mdstat="/proc/mdstat
                 "%s did not answer in time" % component,
             )
         )
-    elif not isinstance(seen, dict) or "exists" not in seen:
-        findings.append(
-            not_run("model_cache", component, "the probe exited %s" % result["rc"], {k: result[k] for k in ("rc", "stdout", "stderr")})
-        )
-    elif not seen["exists"] or not seen.get("mount"):
-        observed = "no such directory" if not seen["exists"] else "a plain directory, nothing mounted"
+    elif state == "not_run":
+        findings.append(not_run("model_cache", component, detail, {k: result[k] for k in ("rc", "stdout", "stderr")}))
+    elif state == "not_mounted":
         findings.append(
             finding(
                 "model_cache_not_mounted",
                 component,
                 "mounted",
-                observed,
-                "%s is not mounted (%s): models would fill the root disk" % (component, observed),
+                detail,
+                "%s is not mounted (%s): models would fill the root disk" % (component, detail),
             )
         )
-    elif min_free_gb and seen["free"] < min_free_gb * 1e9:
-        free = "%.1f GB free" % (seen["free"] / 1e9)
+    elif min_free_gb and detail["free"] < min_free_gb * 1e9:
+        free = "%.1f GB free" % (detail["free"] / 1e9)
         findings.append(
             finding(
                 "model_cache_full",

@@ -148,6 +148,10 @@ def _filesystem_step(fstype, wipe_ok, where):
     ]
 
 
+def _plan(problems=(), steps=(), members=(), md=None):
+    return {"problems": list(problems), "steps": list(steps), "members": list(members), "md": md}
+
+
 def plan(devices, arrays, md, patterns, count, wipe_ok):
     """What to do for the cache array (see the module docstring)."""
     matched = matching_disks(devices, patterns)
@@ -179,28 +183,25 @@ def plan(devices, arrays, md, patterns, count, wipe_ok):
         elif count and len(members) != count:
             problems.append("the cache array %s has %d members; model_storage_cache_device_count is %d" % (md, len(members), count))
         if problems:
-            return {"problems": problems, "steps": [], "members": members, "md": md}
+            return _plan(problems, members=members, md=md)
         fstype = next((d["fstype"] for d in devices if d["name"] == md), None)
         steps, problems = _filesystem_step(fstype, wipe_ok, "the cache array %s" % md)
-        return {"problems": problems, "steps": steps, "members": members, "md": md}
+        return _plan(problems, steps, members, md)
     if not matched:
-        why = "model_storage_cache_devices %s match no NVMe disk%s" % (json.dumps(patterns, sort_keys=True), _found(devices))
-        return {"problems": [why],
-                "steps": [], "members": [], "md": None}  # fmt: skip
+        return _plan(["model_storage_cache_devices %s match no NVMe disk%s" % (json.dumps(patterns, sort_keys=True), _found(devices))])
     if count and len(matched) != count:
-        return {"problems": ["model_storage_cache_devices match %d disks (%s); model_storage_cache_device_count is %d: a disk is"
-                             " missing, or the patterns match too much%s" % (len(matched), ", ".join(want), count, _found(devices))],
-                "steps": [], "members": want, "md": None}  # fmt: skip
+        why = "model_storage_cache_devices match %d disks (%s); model_storage_cache_device_count is %d: a disk is missing, or the"
+        why += " patterns match too much%s"
+        return _plan([why % (len(matched), ", ".join(want), count, _found(devices))], members=want)
     ours = [d for d in matched if d["fstype"] == "linux_raid_member" and not d["pttype"]]
     if len(ours) == len(matched):  # the array's own members, not assembled (after a reboot without udev's assembly)
         sel = select_cache_devices(devices, patterns, ours=("linux_raid_member",))
-        return {"problems": sel["problems"], "steps": [] if sel["problems"] else [("assemble", want)], "members": want, "md": None}
+        return _plan(sel["problems"], [] if sel["problems"] else [("assemble", want)], want)
     sel = select_cache_devices(devices, patterns, wipe_ok=wipe_ok)
     if sel["problems"]:
-        return {"problems": sel["problems"], "steps": [], "members": want, "md": None}
+        return _plan(sel["problems"], members=want)
     wipe = [d["name"] for d in sel["selected"] if d["fstype"] or d["pttype"]]
-    steps = ([("wipe", wipe)] if wipe else []) + [("create", want), ("mkfs", False)]
-    return {"problems": [], "steps": steps, "members": want, "md": None}
+    return _plan([], ([("wipe", wipe)] if wipe else []) + [("create", want), ("mkfs", False)], want)
 
 
 def _array_fields(line):

@@ -9,6 +9,8 @@ Public API:
 
 - probe(path, timeout_s, argv=None) -> {"answered": bool, "seconds": float, "rc": int | None,
   "stdout": str, "stderr": str}: run the probe (argv overrides it, for tests) under the timeout.
+- read_probe(result) -> (state, detail): what a probe result says (hung, not_run, not_mounted or
+  mounted), shared with the local cache's check (cache_check.py).
 - share_findings(path, timeout_s, result) -> [finding]: what the probe's result means:
   model_share_hung (no answer in time), model_share_not_mounted (the path is missing or not a
   mount point: pods would read the node's own empty directory), model_share_not_run (the probe
@@ -67,10 +69,28 @@ def probe(path, timeout_s, argv=None):
     }
 
 
+def read_probe(result):
+    """What one probe result says, for the share's and the cache's checks (cache_check.py):
+    ("hung", None), ("not_run", why), ("not_mounted", what is there) or ("mounted", the probe's
+    {"exists", "mount", "free"})."""
+    if not result["answered"]:
+        return "hung", None
+    try:
+        seen = json.loads(result["stdout"]) if result["rc"] == 0 else None
+    except ValueError:
+        seen = None
+    if not isinstance(seen, dict) or "exists" not in seen:
+        return "not_run", "the probe exited %s" % result["rc"] if result["rc"] != 0 else "the probe printed no JSON"
+    if not seen["exists"] or not seen.get("mount"):
+        return "not_mounted", "no such directory" if not seen["exists"] else "a plain directory, nothing mounted"
+    return "mounted", seen
+
+
 def share_findings(path, timeout_s, result):
     """The findings of one probe result (see the module docstring)."""
     component = "model share %s" % path
-    if not result["answered"]:
+    state, detail = read_probe(result)
+    if state == "hung":
         return [
             finding(
                 "model_share_hung",
@@ -81,22 +101,16 @@ def share_findings(path, timeout_s, result):
                 % (component, timeout_s),
             )
         ]
-    try:
-        seen = json.loads(result["stdout"]) if result["rc"] == 0 else None
-    except ValueError:
-        seen = None
-    if not isinstance(seen, dict) or "exists" not in seen:
-        why = "the probe exited %s" % result["rc"] if result["rc"] != 0 else "the probe printed no JSON"
-        return [not_run("model_share", component, why, {"rc": result["rc"], "stdout": result["stdout"], "stderr": result["stderr"]})]
-    if not seen["exists"] or not seen.get("mount"):
-        observed = "no such directory" if not seen["exists"] else "a plain directory, nothing mounted"
+    if state == "not_run":
+        return [not_run("model_share", component, detail, {"rc": result["rc"], "stdout": result["stdout"], "stderr": result["stderr"]})]
+    if state == "not_mounted":
         return [
             finding(
                 "model_share_not_mounted",
                 component,
                 "mounted",
-                observed,
-                "%s is not mounted (%s): pods would read the node's own directory, not the models" % (component, observed),
+                detail,
+                "%s is not mounted (%s): pods would read the node's own directory, not the models" % (component, detail),
             )
         ]
     return []

@@ -7,7 +7,7 @@ it are simulated here, each answering as the real tool does:
   the profile's NVMe disks (nvme<i>n1 in profile order), the boot disk's GPT partitions, md arrays
   as children of each member; an md member's FSTYPE is linux_raid_member.
 - mdadm --create / --assemble / --detail --brief / --detail --scan / --examine --scan / --stop
-  (mdadm 4.2's messages on stderr; exit 1 on failure), RAID0 only.
+  (mdadm 4.2's messages on stderr; exit 2 when a device cannot be opened, 1 on other failures), RAID0 only.
 - wipefs -a DEV, mkfs.xfs [-f] [-L LABEL] DEV (refuses a signature without -f, as xfsprogs does).
 - mount.xfs SPEC DIR [-o OPTS] (the helper mount(8) runs for -t xfs): a tmpfs of the array's size
   at DIR (source SPEC in mountinfo), so systemd sees a real mount and statvfs real numbers.
@@ -39,7 +39,6 @@ DEV = os.environ.get("HWSIM_DEV", "/dev")
 MDSTAT = os.path.join(RUN, "mdstat")
 DISKS_FILE = os.path.join(VARLIB, "block.json")
 ASSEMBLED_FILE = os.path.join(RUN, "block.json")
-SECTOR = 512
 # the boot disk's layout (an HGX server's M.2 boot drive): GPT, EFI system partition, root
 BOOT_PARTS = ((1, 536870912, "vfat", "/boot/efi"), (2, None, "ext4", "/"))
 
@@ -62,6 +61,11 @@ def assembled():
     return load_json(ASSEMBLED_FILE, {})
 
 
+def _short(array):
+    """The array's name without its homehost ("lab-node1:rackforge_cache" -> "rackforge_cache"): /dev/md/<it>."""
+    return array["name"].split(":")[-1]
+
+
 def _disk_by_dev(path):
     name = os.path.basename(os.path.realpath(path) if path.startswith(DEV) else path)
     return next((d for d in disks() if d["name"] == name or "/dev/" + d["name"] == path), None)
@@ -69,9 +73,9 @@ def _disk_by_dev(path):
 
 def _md_by_dev(path):
     """(mdN, uuid) of a running array named by /dev/mdN or /dev/md/NAME, else (None, None)."""
-    base = os.path.basename(path)
+    base, arrays = os.path.basename(path), contents()["arrays"]
     for md, a in assembled().items():
-        name = contents()["arrays"][a["uuid"]]["name"].split(":")[-1]
+        name = _short(arrays[a["uuid"]])
         if not a["inactive"] and (base == md or path in ("/dev/md/" + name, os.path.join(DEV, "md", name))):
             return md, a["uuid"]
     return None, None
@@ -121,14 +125,13 @@ def render():
             os.unlink(os.path.join(DEV, name))
     for md, r in run.items():
         _node(os.path.join(DEV, md), 9, int(md[2:]))
-        link = os.path.join(DEV, "md", data["arrays"][r["uuid"]]["name"].split(":")[-1])
+        link = os.path.join(DEV, "md", _short(data["arrays"][r["uuid"]]))
         if not r["inactive"] and not os.path.islink(link):
             os.symlink("../" + md, link)
 
 
 def _node(path, major, minor):
-    """A block device node (CAP_MKNOD in a lab node; the device cgroup refuses opening it), or an
-    empty file where it cannot be made (the unit tests' $HWSIM_DEV)."""
+    """A block device node (CAP_MKNOD; never openable in a lab node), or an empty file (the unit tests' $HWSIM_DEV)."""
     if not os.path.exists(path):
         if subprocess.run(["mknod", path, "b", str(major), str(minor)], check=False, capture_output=True).returncode != 0:
             open(path, "a").close()
@@ -177,7 +180,7 @@ def lsblk(argv):
         for md, r in run.items():
             a = data["arrays"][r["uuid"]]
             if d["serial"] in a["members"]:
-                where = mounts.get("/dev/" + md) or mounts.get("/dev/md/" + a["name"].split(":")[-1]) or [None]
+                where = mounts.get("/dev/" + md) or mounts.get("/dev/md/" + _short(a)) or [None]
                 fs, kind = (None, "md") if r["inactive"] else ((a.get("fs") or {}).get("type"), "raid0")
                 kids.append(_lsblk_row(cols, {"name": md, "type": kind, "size": a["kib"] * 1024, "fstype": fs, "mountpoints": where}))
         row = _lsblk_row(cols, row)
@@ -250,9 +253,10 @@ def mdadm(argv):
 
 def _array_lines(uuids):
     """mdadm's brief ARRAY lines (Detail.c/Examine.c: metadata, name, UUID in its colon form)."""
+    arrays = contents()["arrays"]
     for uuid in uuids:
-        a = contents()["arrays"][uuid]
-        sys.stdout.write("ARRAY /dev/md/%s metadata=1.2 name=%s UUID=%s\n" % (a["name"].split(":")[-1], a["name"], a["uuid"]))
+        a = arrays[uuid]
+        sys.stdout.write("ARRAY /dev/md/%s metadata=1.2 name=%s UUID=%s\n" % (_short(a), a["name"], a["uuid"]))
     return 0
 
 
@@ -391,6 +395,6 @@ def mount_xfs(argv):
         )
     if not set(array["members"]) <= {d["serial"] for d in disks()}:  # a raid0 with a member gone reads nothing
         return _fail("mount", "%s: can't read superblock on %s." % (where, spec), 32)
-    size = contents()["arrays"][uuid]["kib"] * 1024
+    size = array["kib"] * 1024
     keep = [o for o in opts.split(",") if o in ("ro", "rw", "noatime", "nodev", "nosuid", "noexec")]
     return subprocess.run(["mount", "-i", "-t", "tmpfs", "-o", ",".join(["size=%d" % size, *keep]), spec, where], check=False).returncode
